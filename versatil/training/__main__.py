@@ -14,7 +14,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m versatil.training",
         description="Train one Lightning policy under the given precision settings.",
     )
-    parser.add_argument("--task", default="reaching", help="built-in task or package.module:factory")
+    parser.add_argument(
+        "--task", default="reaching", help="built-in task or package.module:factory"
+    )
     parser.add_argument(
         "--precision", default="32", help=f"one of {', '.join(PrecisionType)} (default 32)"
     )
@@ -30,7 +32,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="a task param, repeatable"
     )
-    parser.add_argument("--output", type=Path, default=Path("runs/train"), help="checkpoint directory")
+    parser.add_argument(
+        "--output", type=Path, default=Path("runs/train"), help="checkpoint directory"
+    )
     return parser.parse_args(argv)
 
 
@@ -53,7 +57,14 @@ def main(argv: list[str] | None = None) -> int:
             "accelerator": args.accelerator,
         }
     )
-    columns = ("epoch", "train_loss", "val_loss", "samples_per_sec", "epoch_time_s", "peak_memory_mb")
+    columns = (
+        "epoch",
+        "train_loss",
+        "val_loss",
+        "samples_per_sec",
+        "epoch_time_s",
+        "peak_memory_mb",
+    )
     print("  ".join(f"{c:>15}" for c in columns))
 
     def show(trainer: object, metrics: dict[str, float]) -> None:

@@ -25,16 +25,26 @@ class TrainConfig(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
-    task: str = pydantic.Field("reaching", description="Built-in task name or 'package.module:factory'.")
-    params: dict[str, Any] = pydantic.Field(default_factory=dict, description="The task factory's params.")
-    precision: PrecisionType = pydantic.Field(PrecisionType.FP32, description="Trainer(precision=...).")
-    compile_mode: CompileMode | None = pydantic.Field(None, description="torch.compile mode; none = eager.")
+    task: str = pydantic.Field(
+        "reaching", description="Built-in task name or 'package.module:factory'."
+    )
+    params: dict[str, Any] = pydantic.Field(
+        default_factory=dict, description="The task factory's params."
+    )
+    precision: PrecisionType = pydantic.Field(
+        PrecisionType.FP32, description="Trainer(precision=...)."
+    )
+    compile_mode: CompileMode | None = pydantic.Field(
+        None, description="torch.compile mode; none = eager."
+    )
     matmul_precision: Float32MatmulPrecision | None = pydantic.Field(
         None, description="torch.set_float32_matmul_precision; none = highest."
     )
     seed: int = pydantic.Field(0, description="Seeds torch, numpy and Python for the run.")
     max_epochs: int = pydantic.Field(3, ge=1, description="Epochs to train.")
-    accelerator: str = pydantic.Field("auto", description="Lightning accelerator: auto, cpu, gpu, ...")
+    accelerator: str = pydantic.Field(
+        "auto", description="Lightning accelerator: auto, cpu, gpu, ..."
+    )
     devices: int = pydantic.Field(1, ge=1, description="Devices per trial for Lightning.")
 
     @pydantic.field_validator("precision", "compile_mode", "matmul_precision", mode="before")

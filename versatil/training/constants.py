@@ -40,7 +40,8 @@ class PrecisionType(enum.StrEnum):
 
     @classmethod
     def _missing_(cls, value: object) -> PrecisionType | None:
-        return _PRECISION_ALIASES.get(str(value).strip().lower())
+        text = str(value).strip().lower()
+        return _PRECISION_ALIASES.get(text) or cls._value2member_map_.get(text)
 
     def get_model_dtype(self) -> torch.dtype:
         """The dtype a model of this precision computes in.

@@ -47,12 +47,16 @@ class TrainResult:
         metrics: The last epoch's metrics (objective, losses, throughput).
         history: Every epoch's metrics, in order.
         checkpoint_dir: The checkpoint directory (``last.ckpt``, ``config.yaml``).
+        module: The trained LightningModule.
+        datamodule: The task's LightningDataModule.
     """
 
     status: str
     metrics: dict[str, float]
     history: list[dict[str, float]]
     checkpoint_dir: Path
+    module: L.LightningModule
+    datamodule: L.LightningDataModule
 
 
 class _EpochEndHook(L.Callback):
@@ -77,7 +81,9 @@ class _EpochEndHook(L.Callback):
             self.hook(trainer, metrics)
 
 
-def build_trainer(config: TrainConfig, callbacks: Sequence[L.Callback], **overrides: Any) -> L.Trainer:
+def build_trainer(
+    config: TrainConfig, callbacks: Sequence[L.Callback], **overrides: Any
+) -> L.Trainer:
     """A Lightning Trainer for ``config``; ``overrides`` go to ``L.Trainer``."""
     kwargs: dict[str, Any] = dict(
         precision=config.precision.value,
@@ -145,4 +151,6 @@ def train(
         metrics=history[-1] if history else {},
         history=history,
         checkpoint_dir=Path(checkpoint_dir),
+        module=model,
+        datamodule=built["datamodule"],
     )

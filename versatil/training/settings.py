@@ -58,8 +58,7 @@ def parse_enum(field: str, value: object, enum_type: type[E]) -> E:
         return enum_type(str(value) if isinstance(value, int | float) else value)
     except ValueError:
         raise SettingsError(
-            f"{field}: {value!r} is not a {enum_type.__name__}; "
-            f"choose from {choices(enum_type)}"
+            f"{field}: {value!r} is not a {enum_type.__name__}; choose from {choices(enum_type)}"
         ) from None
 
 

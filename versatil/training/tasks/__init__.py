@@ -72,5 +72,7 @@ def _validate(spec: str, model: type[pydantic.BaseModel], params: Mapping[str, A
     try:
         return model(**params)
     except pydantic.ValidationError as error:
-        lines = describe_validation_error(error, prefix="task.params", fields=list(model.model_fields))
+        lines = describe_validation_error(
+            error, prefix="task.params", fields=list(model.model_fields)
+        )
         raise ConfigError(f"task {spec!r}: " + "; ".join(lines)) from None

@@ -16,7 +16,13 @@ import lightning as L
 import pydantic
 import torch
 from torch import nn
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler, TensorDataset
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    RandomSampler,
+    SequentialSampler,
+    TensorDataset,
+)
 
 from versatil.training.constants import CheckpointKey
 
@@ -131,7 +137,9 @@ class BehaviorCloningPolicy(L.LightningModule):
         obs, action = batch
         return nn.functional.mse_loss(self(obs).float(), action.float())
 
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    def training_step(
+        self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int
+    ) -> torch.Tensor:
         loss = self._loss(batch)
         self.log("train_loss", loss, on_step=False, on_epoch=True, batch_size=len(batch[0]))
         return loss
@@ -139,7 +147,9 @@ class BehaviorCloningPolicy(L.LightningModule):
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         self.log("val_loss", self._loss(batch), on_epoch=True, batch_size=len(batch[0]))
 
-    def predict_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    def predict_step(
+        self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int
+    ) -> torch.Tensor:
         return self(batch[0])
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
