@@ -33,9 +33,14 @@ def describe_validation_error(
             lines.append(f"{location}: unknown field{valid}")
         elif item["type"] == "missing":
             lines.append(f"{location}: required field is missing")
+        elif not item["loc"]:
+            # A model-level check: its message already carries the values.
+            message = item["msg"].removeprefix("Value error, ")
+            lines.append(f"{location}: {message}" if location else message)
         else:
             message = item["msg"].removeprefix("Value error, ")
-            if message.startswith(f"{item['loc'][-1]}: "):
+            field = str(item["loc"][-1])
+            if message.startswith((f"{field}: ", f"{field}.")):
                 # Our own validators already name the field, the value and the choices.
                 parent = location.rpartition(".")[0]
                 lines.append(f"{parent}.{message}" if parent else message)
