@@ -204,8 +204,7 @@ def compile_targets(module: nn.Module) -> list[nn.Module]:
 
     A LightningModule may define ``compile_targets()``; by default every direct child
     that holds parameters is compiled. Compiling the whole LightningModule fails in
-    dynamo, and ``nn.Module.compile`` keeps the state-dict keys unchanged, so
-    checkpoints of compiled and eager trials are interchangeable.
+    dynamo.
     """
     custom = getattr(module, "compile_targets", None)
     if callable(custom):
@@ -239,7 +238,11 @@ def apply_settings(settings: TrialSettings, build_model: Callable[[], M]) -> M:
     if settings.precision in (PrecisionType.FP16_TRUE, PrecisionType.BF16_TRUE, PrecisionType.FP64):
         model = model.to(settings.precision.get_model_dtype())
     # (4) Compile last, inside the worker: compiled modules do not pickle.
+    # Each target's forward is compiled in place: state-dict keys stay unchanged (no
+    # ``_orig_mod.`` prefix), so compiled and eager checkpoints are interchangeable.
+    # (``nn.Module.compile()`` silently runs eagerly in torch 2.13: dynamo skips
+    # ``Module._call_impl``.)
     if settings.compile_mode is not None:
         for target in compile_targets(model):
-            target.compile(mode=settings.compile_mode.value)
+            target.forward = torch.compile(target.forward, mode=settings.compile_mode.value)
     return model

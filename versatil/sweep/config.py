@@ -1,0 +1,370 @@
+"""The sweep file schema: a typed SweepConfig, validated when it is loaded.
+
+Every problem in a file is collected and raised once, as a :class:`ConfigError` whose lines
+each name the field, the bad value and the valid choices. Loading imports neither torch nor
+Lightning, so ``--dry-run`` and ``--help`` stay fast.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+import yaml
+
+from versatil.errors import ConfigError, describe_validation_error
+from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
+
+__all__ = [
+    "ENUM_AXES",
+    "NUMERIC_KINDS",
+    "EnumAxis",
+    "NumericAxis",
+    "SweepConfig",
+    "apply_overrides",
+    "load_sweep",
+]
+
+NONE = "none"
+"""The value of an optional enum axis that means "not set": eager, or torch's default."""
+
+ENUM_AXES: dict[str, type[enum.StrEnum]] = {
+    "precision": PrecisionType,
+    "compile_mode": CompileMode,
+    "matmul_precision": Float32MatmulPrecision,
+}
+"""The settings axes, each drawn from its enum."""
+
+NUMERIC_KINDS = ("choice", "grid", "uniform", "loguniform", "randint")
+
+
+def axis_choices(name: str) -> list[str]:
+    """Every value an enum axis can take in a sweep.
+
+    ``all`` means exactly these: the precisions valid for training (INT8 is not), every
+    compile mode plus ``none`` (eager), and every matmul precision.
+    """
+    enum_type = ENUM_AXES[name]
+    values = [m.value for m in enum_type if m is not PrecisionType.INT8]
+    return [NONE, *values] if name == "compile_mode" else values
+
+
+class EnumAxis(pydantic.BaseModel):
+    """An enum axis: ``all``, a list of values, or ``{values: all, exclude: [...]}``."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    values: list[str] | Literal["all"] = "all"
+    exclude: list[str] = []
+
+    def resolve(self, name: str) -> list[str]:
+        """The axis's values in enum order, ``exclude`` removed."""
+        valid = axis_choices(name)
+        chosen = valid if self.values == "all" else self.values
+        return [v for v in chosen if v not in self.exclude]
+
+
+class NumericAxis(pydantic.BaseModel):
+    """A numeric (or categorical) task-param axis: exactly one of the kinds below.
+
+    ``choice``/``grid`` take a list of values; ``uniform``, ``loguniform`` and ``randint``
+    take ``[low, high]``.
+    """
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    choice: list[Any] | None = None
+    grid: list[Any] | None = None
+    uniform: tuple[float, float] | None = None
+    loguniform: tuple[float, float] | None = None
+    randint: tuple[int, int] | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _exactly_one(self) -> NumericAxis:
+        given = [kind for kind in NUMERIC_KINDS if getattr(self, kind) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of {', '.join(NUMERIC_KINDS)}; got {given or 'none'}"
+            )
+        low_high = getattr(self, given[0])
+        if given[0] in ("uniform", "loguniform", "randint") and not low_high[0] < low_high[1]:
+            raise ValueError(f"{given[0]} needs low < high; got {list(low_high)}")
+        if given[0] == "loguniform" and low_high[0] <= 0:
+            raise ValueError(f"loguniform needs low > 0; got {list(low_high)}")
+        if given[0] in ("choice", "grid") and not low_high:
+            raise ValueError(f"{given[0]} needs at least one value")
+        return self
+
+    @property
+    def kind(self) -> str:
+        """Which of :data:`NUMERIC_KINDS` this axis is."""
+        return next(kind for kind in NUMERIC_KINDS if getattr(self, kind) is not None)
+
+    @property
+    def args(self) -> Any:
+        """The values (or bounds) of the axis."""
+        return getattr(self, self.kind)
+
+
+class TaskSection(pydantic.BaseModel):
+    """Which task the trials train, and its fixed params."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    name: str = pydantic.Field("reaching", description="Built-in task or 'package.module:factory'.")
+    params: dict[str, Any] = pydantic.Field(default_factory=dict, description="Fixed task params.")
+
+
+class ObjectiveSection(pydantic.BaseModel):
+    """The metric trials are ranked by."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    metric: str = pydantic.Field("val_loss", description="A metric the task logs each epoch.")
+    mode: Literal["min", "max"] = pydantic.Field("min", description="min or max.")
+
+
+class SearchSection(pydantic.BaseModel):
+    """How trials are drawn from the space."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    algorithm: Literal["grid", "random", "optuna"] = pydantic.Field(
+        "grid", description="grid: the full cross product; random; optuna: TPE."
+    )
+    num_samples: int = pydantic.Field(
+        1, ge=1, description="Trials to sample (random, optuna), or repeats of the grid."
+    )
+    seed: int | None = pydantic.Field(0, description="Seed of the search algorithm.")
+
+
+class SchedulerSection(pydantic.BaseModel):
+    """When trials stop early or exploit each other."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["fifo", "asha", "pbt"] = pydantic.Field("fifo", description="fifo, asha or pbt.")
+    grace_period: int = pydantic.Field(1, ge=1, description="ASHA: epochs before a trial may stop.")
+    reduction_factor: float = pydantic.Field(2.0, gt=1, description="ASHA: halving rate.")
+    perturbation_interval: int = pydantic.Field(
+        1, ge=1, description="PBT: epochs between exploits."
+    )
+    hyperparam_mutations: dict[str, NumericAxis] = pydantic.Field(
+        default_factory=dict, description="PBT: the task params it may mutate, and their ranges."
+    )
+    quantile_fraction: float = pydantic.Field(
+        0.25, gt=0, le=0.5, description="PBT: top/bottom share."
+    )
+
+
+class ResourcesSection(pydantic.BaseModel):
+    """What one trial gets."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    cpu: float = pydantic.Field(1, gt=0, description="CPUs per trial (per worker).")
+    gpu: float = pydantic.Field(
+        0, ge=0, description="GPUs per trial (per worker); fractions share a GPU."
+    )
+    workers_per_trial: int = pydantic.Field(
+        1, ge=1, description="Data-parallel Lightning workers per trial (Ray Train, DDP)."
+    )
+
+
+class TrainerSection(pydantic.BaseModel):
+    """Lightning Trainer limits shared by every trial."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    max_epochs: int = pydantic.Field(3, ge=1, description="Epochs per trial.")
+    accelerator: str = pydantic.Field("auto", description="auto, cpu or gpu.")
+    seed: int = pydantic.Field(0, description="Seed of every trial's fit.")
+
+
+class MlflowSection(pydantic.BaseModel):
+    """Where trials are recorded."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    experiment: str | None = pydantic.Field(
+        None, description="Experiment name; default: the sweep name."
+    )
+    tracking_uri: str | None = pydantic.Field(
+        None, description="MLflow server URI; default: a SQLite file under the storage path."
+    )
+    log_checkpoints: Literal["best", "all", "none"] = pydantic.Field(
+        "best", description="Which trials' checkpoints are logged as artifacts."
+    )
+    register_best: str | None = pydantic.Field(
+        None, description="Register the best model under this name."
+    )
+
+
+class SweepConfig(pydantic.BaseModel):
+    """A sweep: a task, an objective, a space of settings and params, and how to search it."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    name: str = pydantic.Field(
+        description="The sweep's name: Tune experiment and MLflow experiment."
+    )
+    task: TaskSection = pydantic.Field(default_factory=TaskSection)
+    objective: ObjectiveSection = pydantic.Field(default_factory=ObjectiveSection)
+    space: dict[str, Any] = pydantic.Field(
+        default_factory=dict,
+        description="Axes: precision/compile_mode/matmul_precision (enum axes) and task params.",
+    )
+    search: SearchSection = pydantic.Field(default_factory=SearchSection)
+    scheduler: SchedulerSection = pydantic.Field(default_factory=SchedulerSection)
+    resources: ResourcesSection = pydantic.Field(default_factory=ResourcesSection)
+    max_concurrent_trials: int | None = pydantic.Field(
+        None, ge=1, description="Trials at once; default: as many as resources allow."
+    )
+    max_failures: int = pydantic.Field(1, ge=0, description="Retries of a trial that crashes.")
+    trainer: TrainerSection = pydantic.Field(default_factory=TrainerSection)
+    storage_path: str = pydantic.Field("runs/sweeps", description="Where Tune keeps results.")
+    mlflow: MlflowSection = pydantic.Field(default_factory=MlflowSection)
+
+    @pydantic.field_validator("space", mode="after")
+    @classmethod
+    def _parse_space(cls, space: dict[str, Any]) -> dict[str, Any]:
+        errors: list[str] = []
+        parsed: dict[str, Any] = {}
+        for name, raw in space.items():
+            try:
+                parsed[name] = _parse_axis(name, raw)
+            except ConfigError as error:
+                errors.append(str(error))
+        if errors:
+            raise ValueError("; ".join(errors))
+        return parsed
+
+    @pydantic.model_validator(mode="after")
+    def _cross_field(self) -> SweepConfig:
+        errors = []
+        grid_axes = [n for n, a in self.space.items() if _is_grid(a)]
+        if self.search.algorithm == "optuna" and grid_axes:
+            errors.append(
+                f"search.algorithm: 'optuna' cannot sample grid axes ({', '.join(grid_axes)}); "
+                "use choice for them or algorithm grid/random"
+            )
+        if self.scheduler.type == "pbt":
+            for name in self.scheduler.hyperparam_mutations:
+                if name in ENUM_AXES:
+                    errors.append(
+                        f"scheduler.hyperparam_mutations.{name}: settings axes cannot be "
+                        "mutated mid-trial; mutate task params such as lr"
+                    )
+        if self.resources.workers_per_trial > 1 and self.scheduler.type == "pbt":
+            errors.append("resources.workers_per_trial: PBT runs single-worker trials; use 1")
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
+
+    @property
+    def experiment_name(self) -> str:
+        """The MLflow experiment: ``mlflow.experiment`` or the sweep name."""
+        return self.mlflow.experiment or self.name
+
+    def storage_dir(self) -> Path:
+        """The absolute storage path (Ray needs one)."""
+        return Path(self.storage_path).expanduser().resolve()
+
+
+def _is_grid(axis: Any) -> bool:
+    return isinstance(axis, NumericAxis) and axis.kind == "grid"
+
+
+def _parse_axis(name: str, raw: Any) -> Any:
+    """An enum axis (list of values), a NumericAxis, or a fixed value."""
+    if name in ENUM_AXES:
+        if raw == "all":
+            axis = EnumAxis()
+        elif isinstance(raw, list | str | int | float):
+            axis = EnumAxis(values=[str(v) for v in (raw if isinstance(raw, list) else [raw])])
+        elif isinstance(raw, Mapping):
+            try:
+                axis = EnumAxis(**raw)
+            except pydantic.ValidationError as error:
+                raise ConfigError(
+                    "; ".join(describe_validation_error(error, f"space.{name}"))
+                ) from None
+        else:
+            raise ConfigError(f"space.{name}: {raw!r} is not 'all', a list or {{values, exclude}}")
+        valid = axis_choices(name)
+        listed = ([] if axis.values == "all" else axis.values) + axis.exclude
+        bad = [v for v in listed if v not in valid]
+        if bad:
+            kind = ENUM_AXES[name].__name__
+            raise ConfigError(
+                "; ".join(
+                    f"space.{name}: {v!r} is not a {kind} valid for training; "
+                    f"choose from {', '.join(valid)}"
+                    for v in bad
+                )
+            )
+        values = axis.resolve(name)
+        if not values:
+            raise ConfigError(f"space.{name}: no values left after exclude {axis.exclude}")
+        return values
+    if isinstance(raw, Mapping) and set(raw) & set(NUMERIC_KINDS):
+        try:
+            return NumericAxis(**raw)
+        except pydantic.ValidationError as error:
+            lines = describe_validation_error(error, f"space.{name}", fields=list(NUMERIC_KINDS))
+            raise ConfigError("; ".join(lines)) from None
+    if isinstance(raw, Mapping):
+        raise ConfigError(
+            f"space.{name}: {dict(raw)!r} is not an axis; use one of "
+            f"{', '.join(NUMERIC_KINDS)} (e.g. {{loguniform: [1e-4, 1e-2]}}) or a fixed value"
+        )
+    return raw
+
+
+def load_sweep(path: Path | str, overrides: Mapping[str, Any] | None = None) -> SweepConfig:
+    """Reads and validates a sweep file, applying ``--set`` style overrides first.
+
+    Raises:
+        ConfigError: listing every problem in the file.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"sweep file {str(path)!r} does not exist") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"sweep file {str(path)!r} is not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"sweep file {str(path)!r} must hold a mapping, not {type(data).__name__}"
+        )
+    data = apply_overrides(data, overrides or {})
+    return validate_sweep(data, source=str(path))
+
+
+def validate_sweep(data: Mapping[str, Any], source: str = "sweep") -> SweepConfig:
+    """Validates plain data into a SweepConfig, raising one ConfigError for all problems."""
+    try:
+        return SweepConfig(**data)
+    except pydantic.ValidationError as error:
+        lines = describe_validation_error(error, fields=list(SweepConfig.model_fields))
+        raise ConfigError(f"{source}: " + "; ".join(lines)) from None
+
+
+def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Sets dotted keys (``trainer.max_epochs``) in a copy of ``data``."""
+    import copy
+
+    result = copy.deepcopy(data)
+    for dotted, value in overrides.items():
+        node = result
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            if not isinstance(node.get(part, {}), dict):
+                raise ConfigError(f"--set {dotted}: {part!r} is not a section")
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return result

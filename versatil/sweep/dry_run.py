@@ -1,0 +1,46 @@
+"""``--dry-run``: the trials a sweep expands to and which cannot run here, starting nothing."""
+
+from __future__ import annotations
+
+from versatil.sweep.config import SweepConfig
+from versatil.sweep.space import expand_trials
+from versatil.sweep.trial import train_config_for
+
+__all__ = ["print_dry_run", "trial_feasibility"]
+
+
+def trial_feasibility(config: SweepConfig) -> list[tuple[dict, str | None]]:
+    """Each expanded trial with the reason it is infeasible on this machine (or ``None``)."""
+    from versatil.training.settings import DeviceInfo
+
+    device = DeviceInfo.detect(config.trainer.accelerator)
+    out = []
+    for axes in expand_trials(config):
+        sampled = {k: v for k, v in axes.items() if not isinstance(v, str) or "(" not in v}
+        reason = train_config_for(sampled, config).settings.infeasibility_reason(device)
+        out.append((axes, reason))
+    return out
+
+
+def print_dry_run(config: SweepConfig) -> None:
+    """Prints the trial list and the count of feasible ones."""
+    trials = trial_feasibility(config)
+    names = list(config.space)
+    header = ["#", *names, "feasible here"]
+    table = [header]
+    for i, (axes, reason) in enumerate(trials):
+        table.append(
+            [
+                str(i),
+                *(str(axes.get(n)) for n in names),
+                "yes" if reason is None else f"no: {reason}",
+            ]
+        )
+    widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
+    for row in table:
+        print("  ".join([*(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)), row[-1]]))
+    feasible = sum(reason is None for _, reason in trials)
+    print(
+        f"\nsweep {config.name!r}: {len(trials)} trials ({config.search.algorithm} search, "
+        f"{config.scheduler.type} scheduler), {feasible} feasible on this machine; nothing started"
+    )

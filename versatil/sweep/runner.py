@@ -1,0 +1,254 @@
+"""The sweep driver: builds the Tuner from a SweepConfig, runs or resumes it, summarizes it.
+
+Nothing here imports torch or Lightning; the trials do, in their (reused) workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from versatil.errors import ConfigError
+from versatil.sweep.config import NumericAxis, SweepConfig
+from versatil.sweep.space import build_param_space
+from versatil.sweep.summary import TrialRow, best_row
+from versatil.sweep.trial import REASON, STATUS, run_trial
+
+__all__ = ["SweepOutcome", "connect_ray", "experiment_dirs", "rows_from_results", "run_sweep"]
+
+
+@dataclasses.dataclass
+class SweepOutcome:
+    """What a sweep produced.
+
+    Attributes:
+        experiment_dir: Tune's experiment directory (results and checkpoints).
+        rows: One row per trial.
+        best: The best trial, or ``None`` when no trial produced a finite objective.
+        wall_s: Seconds from start to the last trial's end.
+    """
+
+    experiment_dir: Path
+    rows: list[TrialRow]
+    best: TrialRow | None
+    wall_s: float
+
+
+def connect_ray(address: str | None) -> None:
+    """Connects to the cluster at ``address``, or starts a local Ray; no-op if connected."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            configure_logging=True,
+        )
+    except ConnectionError as error:
+        raise ConfigError(
+            f"--address: cannot reach a Ray cluster at {address!r} ({error}); "
+            "start one with `ray start --head` or omit --address to run locally"
+        ) from None
+
+
+# Registries of lazy imports: a sweep that uses FIFO never imports optuna.
+def _make_searcher(config: SweepConfig) -> Any:
+    if config.search.algorithm == "optuna":
+        from ray.tune.search.optuna import OptunaSearch
+
+        return OptunaSearch(seed=config.search.seed)
+    if config.search.algorithm == "random":
+        from ray.tune.search.basic_variant import BasicVariantGenerator
+
+        return BasicVariantGenerator(random_state=config.search.seed)
+    return None  # grid: Tune's default generator expands grid_search axes
+
+
+def _make_scheduler(config: SweepConfig) -> Any:
+    section = config.scheduler
+    if section.type == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+
+        return ASHAScheduler(
+            time_attr="training_iteration",
+            max_t=config.trainer.max_epochs,
+            grace_period=section.grace_period,
+            reduction_factor=section.reduction_factor,
+        )
+    if section.type == "pbt":
+        from ray.tune.schedulers import PopulationBasedTraining
+
+        from versatil.sweep.space import _domain
+
+        return PopulationBasedTraining(
+            time_attr="training_iteration",
+            perturbation_interval=section.perturbation_interval,
+            hyperparam_mutations={
+                name: _domain(axis) if isinstance(axis, NumericAxis) else axis
+                for name, axis in section.hyperparam_mutations.items()
+            },
+            quantile_fraction=section.quantile_fraction,
+        )
+    return None
+
+
+class ProgressPrinter:
+    """Prints one line per reported epoch and per finished trial (a Tune callback)."""
+
+    def __init__(self, config: SweepConfig, stream: TextIO = sys.stdout) -> None:
+        from ray import tune
+
+        class _Callback(tune.Callback):
+            def on_trial_result(cb, iteration, trials, trial, result, **info):
+                self._line(trial, result)
+
+            def on_trial_error(cb, iteration, trials, trial, **info):
+                self._print(f"{trial.trial_id} failed: see {trial.path}")
+
+        self.callback = _Callback()
+        self.config = config
+        self.stream = stream
+        self.start = time.perf_counter()
+
+    def _print(self, text: str) -> None:
+        print(f"[{time.perf_counter() - self.start:6.1f}s] {text}", file=self.stream, flush=True)
+
+    def _line(self, trial: Any, result: dict[str, Any]) -> None:
+        axes = " ".join(f"{k}={trial.config.get(k)}" for k in self.config.space)
+        metric = self.config.objective.metric
+        status = result.get(STATUS, "")
+        if status in ("infeasible", "failed"):
+            self._print(f"{trial.trial_id} {status}: {result.get(REASON, '')} ({axes})")
+            return
+        epoch = result.get("epoch", 0) + 1
+        self._print(
+            f"{trial.trial_id} epoch {epoch} {metric}={result.get(metric, 0):.4g} "
+            f"samples/s={result.get('samples_per_sec', 0):.0f} {status} ({axes})"
+        )
+
+
+def experiment_dirs(config: SweepConfig) -> list[Path]:
+    """Earlier runs of this sweep under its storage path, oldest first."""
+    root = config.storage_dir()
+    return sorted(root.glob(f"{config.name}-2*")) if root.is_dir() else []
+
+
+def rows_from_results(results: Any, config: SweepConfig) -> list[TrialRow]:
+    """Turns a Tune ResultGrid into summary rows, in trial order."""
+    rows = []
+    for result in results:
+        metrics = dict(result.metrics or {})
+        status = metrics.get(STATUS, "failed")
+        if result.error is not None:
+            status = "failed"
+        elif status == "running":
+            status = "stopped"  # the scheduler ended it before max_epochs
+        reason = metrics.get(REASON, "")
+        if result.error is not None and not reason:
+            reason = str(result.error).strip().splitlines()[-1][:200]
+        objective = metrics.get(config.objective.metric)
+        rows.append(
+            TrialRow(
+                trial_id=metrics.get("trial_id") or Path(result.path).name,
+                axes={k: (result.config or {}).get(k) for k in config.space},
+                status=status,
+                objective=float(objective) if objective is not None else None,
+                metrics=metrics,
+                epochs=int(metrics.get("epoch", -1)) + 1 if "epoch" in metrics else 0,
+                reason=reason,
+                checkpoint=result.checkpoint.path if result.checkpoint else None,
+            )
+        )
+    return sorted(rows, key=lambda r: r.trial_id)
+
+
+def run_sweep(
+    config: SweepConfig,
+    *,
+    address: str | None = None,
+    resume: bool = False,
+    callbacks: Sequence[Any] = (),
+    stream: TextIO = sys.stdout,
+    on_start: Callable[[Path], None] | None = None,
+) -> SweepOutcome:
+    """Runs (or with ``resume`` continues) a sweep on Ray Tune and summarizes it.
+
+    Args:
+        config: The validated sweep.
+        address: A Ray cluster to connect to; ``None`` starts (or reuses) a local Ray.
+        resume: Continue the latest interrupted run of this sweep; finished trials are
+            not rerun.
+        callbacks: Extra Tune callbacks.
+        stream: Where progress lines go.
+        on_start: Called with the experiment directory before trials start.
+    """
+    from ray import tune
+
+    start = time.perf_counter()
+    storage = config.storage_dir()
+    storage.mkdir(parents=True, exist_ok=True)
+    connect_ray(address)
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, sweep=config),
+        {"cpu": config.resources.cpu, "gpu": config.resources.gpu},
+    )
+    progress = ProgressPrinter(config, stream)
+    all_callbacks = [progress.callback, *callbacks]
+    if resume:
+        previous = [d for d in experiment_dirs(config) if tune.Tuner.can_restore(d)]
+        if not previous:
+            raise ConfigError(
+                f"--resume: no earlier run of sweep {config.name!r} under {storage} to resume; "
+                "run it without --resume first"
+            )
+        experiment_dir = previous[-1]
+        tuner = tune.Tuner.restore(
+            str(experiment_dir), trainable, resume_unfinished=True, resume_errored=True
+        )
+        # Restored tuners keep their RunConfig; progress and tracking callbacks are new.
+        tuner._local_tuner._run_config.callbacks = all_callbacks
+    else:
+        name = f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        experiment_dir = storage / name
+        tuner = tune.Tuner(
+            trainable,
+            param_space=build_param_space(config),
+            tune_config=tune.TuneConfig(
+                metric=config.objective.metric,
+                mode=config.objective.mode,
+                search_alg=_make_searcher(config),
+                scheduler=_make_scheduler(config),
+                num_samples=config.search.num_samples,
+                max_concurrent_trials=config.max_concurrent_trials,
+                # Warm workers: a worker process pays the torch/Lightning imports once
+                # and runs trial after trial (the trial resets process-wide state).
+                reuse_actors=True,
+                trial_dirname_creator=lambda trial: trial.trial_id,
+            ),
+            run_config=tune.RunConfig(
+                name=name,
+                storage_path=str(storage),
+                callbacks=all_callbacks,
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                failure_config=tune.FailureConfig(max_failures=config.max_failures),
+                verbose=0,
+            ),
+        )
+    if on_start is not None:
+        on_start(experiment_dir)
+    results = tuner.fit()
+    rows = rows_from_results(results, config)
+    return SweepOutcome(
+        experiment_dir=experiment_dir,
+        rows=rows,
+        best=best_row(rows, config.objective.mode),
+        wall_s=time.perf_counter() - start,
+    )

@@ -1,0 +1,96 @@
+"""Rows of a sweep's results, and the table the CLI and the report print."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["TrialRow", "best_row", "format_table"]
+
+SETTINGS_COLUMNS = ("precision", "compile_mode", "matmul_precision")
+THROUGHPUT_COLUMNS = ("samples_per_sec", "epoch_time_s", "peak_memory_mb", "compile_time_s")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrialRow:
+    """One trial as the summary shows it.
+
+    Attributes:
+        trial_id: Ray Tune's trial id.
+        axes: The trial's values on every axis of the space.
+        status: completed, stopped, infeasible, diverged or failed.
+        objective: The objective's last value (``None`` when there is none).
+        metrics: The last reported metrics (throughput among them).
+        epochs: Epochs the trial trained.
+        reason: Why a trial was infeasible or failed.
+        checkpoint: The trial's latest checkpoint directory.
+    """
+
+    trial_id: str
+    axes: dict[str, Any]
+    status: str
+    objective: float | None
+    metrics: dict[str, Any]
+    epochs: int
+    reason: str = ""
+    checkpoint: str | None = None
+
+
+def best_row(rows: Sequence[TrialRow], mode: str) -> TrialRow | None:
+    """The trial with the best finite objective among completed or stopped trials."""
+    ranked = [
+        r
+        for r in rows
+        if r.status in ("completed", "stopped")
+        and r.objective is not None
+        and math.isfinite(r.objective)
+    ]
+    if not ranked:
+        return None
+    return (min if mode == "min" else max)(ranked, key=lambda r: r.objective)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:.4g}"
+    return str(value)
+
+
+def format_table(
+    rows: Sequence[TrialRow], objective: str, marks: dict[str, str] | None = None
+) -> str:
+    """A fixed-width text table: settings, other axes, objective, throughput, status.
+
+    Args:
+        rows: The trials.
+        objective: The objective metric's name (a column header).
+        marks: Optional one-character marks per trial id (``*`` best, ``P`` Pareto).
+    """
+    axis_names = [c for c in SETTINGS_COLUMNS if any(c in r.axes for r in rows)]
+    axis_names += sorted({k for r in rows for k in r.axes} - set(SETTINGS_COLUMNS))
+    headers = ["", "trial", *axis_names, objective, *THROUGHPUT_COLUMNS, "epochs", "status"]
+    table = [headers]
+    for row in rows:
+        table.append(
+            [
+                (marks or {}).get(row.trial_id, ""),
+                row.trial_id,
+                *(_cell(row.axes.get(a)) for a in axis_names),
+                _cell(row.objective),
+                *(_cell(row.metrics.get(c)) for c in THROUGHPUT_COLUMNS),
+                str(row.epochs),
+                row.status + (f": {row.reason}" if row.reason else ""),
+            ]
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(headers) - 1)]
+    lines = []
+    for line in table:
+        cells = [cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True)]
+        lines.append("  ".join([*cells, line[-1]]).rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""The trainable: one Ray Tune trial is settings -> feasibility -> apply -> fit -> report.
+
+Torch and Lightning are imported inside the trial, not at module import, so the driver
+stays light; with actor reuse each worker process pays those imports once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from versatil.errors import ConfigError
+from versatil.sweep.config import ENUM_AXES, NONE, SweepConfig
+from versatil.training.config import TrainConfig
+
+__all__ = ["STATUS", "run_trial", "train_config_for", "worst_value"]
+
+STATUS = "status"
+"""The result key of a trial's status: running, completed, diverged or infeasible."""
+
+REASON = "reason"
+
+
+def worst_value(mode: str) -> float:
+    """The objective reported by trials that produced none (infeasible ones)."""
+    return math.inf if mode == "min" else -math.inf
+
+
+def train_config_for(axes: dict[str, Any], sweep: SweepConfig) -> TrainConfig:
+    """The run configuration of one trial: the sweep's fixed parts plus the trial's axes."""
+    settings = {name: axes[name] for name in ENUM_AXES if name in axes}
+    for name in ("compile_mode", "matmul_precision"):
+        if settings.get(name) == NONE:
+            settings[name] = None
+    params = {**sweep.task.params, **{k: v for k, v in axes.items() if k not in ENUM_AXES}}
+    return TrainConfig.from_mapping(
+        {
+            "task": sweep.task.name,
+            "params": params,
+            "max_epochs": sweep.trainer.max_epochs,
+            "accelerator": sweep.trainer.accelerator,
+            "seed": sweep.trainer.seed,
+            **settings,
+        }
+    )
+
+
+def _restore(trial_dir: Path) -> Path | None:
+    """Copies the checkpoint Tune restores this trial from (if any) into the trial dir."""
+    from ray import tune
+
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        return None
+    restored = trial_dir / "restored"
+    shutil.rmtree(restored, ignore_errors=True)
+    with checkpoint.as_directory() as directory:
+        shutil.copytree(directory, restored)
+    return restored / "last.ckpt"
+
+
+def _process_facts() -> dict[str, Any]:
+    """Which worker ran the epoch, and the process-wide state it trained under."""
+    import ray
+    import torch
+
+    return {
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "pid": os.getpid(),
+        "in_effect/matmul_precision": torch.get_float32_matmul_precision(),
+        "in_effect/default_dtype": str(torch.get_default_dtype()).removeprefix("torch."),
+    }
+
+
+def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
+    """Runs one trial inside a Tune worker; reports every epoch with its checkpoint.
+
+    Infeasible settings end the trial with one result whose status is ``infeasible`` and
+    whose reason says why; the sweep goes on.
+    """
+    from ray import tune
+
+    from versatil.cli_common import quiet_libraries
+    from versatil.training.fit import InfeasibleError, train
+
+    quiet_libraries()
+    objective = sweep.objective.metric
+    try:
+        config = train_config_for(axes, sweep)
+    except ConfigError as error:
+        tune.report(
+            {objective: worst_value(sweep.objective.mode), STATUS: "failed", REASON: str(error)}
+        )
+        return
+    trial_dir = Path(tune.get_context().get_trial_dir())
+    checkpoint_dir = trial_dir / "checkpoint"
+    ckpt_path = _restore(trial_dir)
+
+    def report(trainer: Any, metrics: dict[str, float]) -> None:
+        loss = metrics.get("train_loss", 0.0)
+        if not math.isfinite(loss):
+            status = "diverged"
+        elif trainer.current_epoch + 1 >= trainer.max_epochs:
+            status = "completed"
+        else:
+            status = "running"
+        result = {**metrics, **_process_facts(), STATUS: status}
+        tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
+
+    try:
+        train(config, checkpoint_dir, on_epoch_end=report, ckpt_path=ckpt_path)
+    except ConfigError as error:  # bad task params: the message names them
+        tune.report(
+            {objective: worst_value(sweep.objective.mode), STATUS: "failed", REASON: str(error)}
+        )
+    except InfeasibleError as error:
+        tune.report(
+            {
+                objective: worst_value(sweep.objective.mode),
+                **_process_facts(),
+                STATUS: "infeasible",
+                REASON: error.reason,
+            }
+        )
