@@ -29,6 +29,9 @@ def quiet_libraries() -> None:
     """
     for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # Ray Train logs every persisted checkpoint at INFO level from inside the trial.
+    for name in ("ray.train", "ray.tune"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def run_cli(main: Callable[[], int]) -> None:

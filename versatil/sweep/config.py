@@ -155,6 +155,9 @@ class SchedulerSection(pydantic.BaseModel):
     hyperparam_mutations: dict[str, NumericAxis] = pydantic.Field(
         default_factory=dict, description="PBT: the task params it may mutate, and their ranges."
     )
+    synch: bool = pydantic.Field(
+        False, description="PBT: perturb only when every trial reached the interval."
+    )
     quantile_fraction: float = pydantic.Field(
         0.25, gt=0, le=0.5, description="PBT: top/bottom share."
     )

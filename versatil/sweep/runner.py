@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -96,6 +97,7 @@ def _make_scheduler(config: SweepConfig) -> Any:
                 for name, axis in section.hyperparam_mutations.items()
             },
             quantile_fraction=section.quantile_fraction,
+            synch=section.synch,
         )
     return None
 
@@ -193,6 +195,8 @@ def run_sweep(
     from ray import tune
 
     start = time.perf_counter()
+    # Checkpointing every epoch forces experiment snapshots; they are cheap on local disk.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     storage = config.storage_dir()
     storage.mkdir(parents=True, exist_ok=True)
     connect_ray(address)
@@ -237,7 +241,10 @@ def run_sweep(
                 name=name,
                 storage_path=str(storage),
                 callbacks=all_callbacks,
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                # PBT exploits other trials' older checkpoints: keep them all there.
+                checkpoint_config=tune.CheckpointConfig(
+                    num_to_keep=None if config.scheduler.type == "pbt" else 2
+                ),
                 failure_config=tune.FailureConfig(max_failures=config.max_failures),
                 verbose=0,
             ),

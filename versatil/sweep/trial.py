@@ -98,6 +98,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
     trial_dir = Path(tune.get_context().get_trial_dir())
     checkpoint_dir = trial_dir / "checkpoint"
     ckpt_path = _restore(trial_dir)
+    resumed = ckpt_path is not None  # restored by Tune: a retry, a resume or a PBT exploit
 
     def report(trainer: Any, metrics: dict[str, float]) -> None:
         loss = metrics.get("train_loss", 0.0)
@@ -107,7 +108,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
             status = "completed"
         else:
             status = "running"
-        result = {**metrics, **_process_facts(), STATUS: status}
+        result = {**metrics, **_process_facts(), STATUS: status, "resumed": resumed}
         tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
 
     try:

@@ -1,0 +1,36 @@
+"""Shared services for the whole test session: one multi-node Ray cluster on this machine."""
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A head node (no CPUs) and two 1-CPU worker nodes, shared by every sweep test.
+
+    Trials land on the worker nodes, so a sweep with two concurrent trials runs on two
+    nodes. Stopped at the end of the session.
+    """
+    # Ray's socket paths must be short; the nodes and workers import tests.* modules.
+    os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="vray-", dir="/tmp")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "include_dashboard": False},
+    )
+    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, include_dashboard=False, logging_level="WARNING")
+    yield cluster
+    ray.shutdown()
+    for node in workers:
+        cluster.remove_node(node)
+    cluster.shutdown()

@@ -1,0 +1,105 @@
+"""Real sweeps on a real multi-node Ray cluster, each trial a real Lightning fit."""
+
+import io
+import json
+from pathlib import Path
+
+from versatil.sweep.runner import run_sweep
+
+
+def run(config):
+    stream = io.StringIO()
+    outcome = run_sweep(config, stream=stream)
+    return outcome, stream.getvalue()
+
+
+def results_of(experiment_dir: Path) -> dict[str, list[dict]]:
+    """Every reported result of every trial, read from Tune's result.json files."""
+    out = {}
+    for path in experiment_dir.glob("*/result.json"):
+        out[path.parent.name] = [json.loads(line) for line in path.read_text().splitlines()]
+    return out
+
+
+def test_grid_over_enum_axes_is_the_cross_product_with_reasons(ray_cluster, sweep_config):
+    config = sweep_config(
+        space={"precision": ["32", "16-mixed", "bf16-true"], "matmul_precision": ["highest", "medium"]},
+    )
+    outcome, progress = run(config)
+    combos = sorted((r.axes["precision"], r.axes["matmul_precision"]) for r in outcome.rows)
+    assert combos == sorted(
+        (p, m) for p in ("32", "16-mixed", "bf16-true") for m in ("highest", "medium")
+    )
+    by_status = {}
+    for row in outcome.rows:
+        by_status.setdefault(row.status, []).append(row)
+    assert len(by_status["completed"]) == 4 and len(by_status["infeasible"]) == 2
+    for row in by_status["infeasible"]:
+        assert row.axes["precision"] == "16-mixed"
+        assert "16-mixed is not supported on cpu" in row.reason
+    assert "infeasible: precision 16-mixed" in progress
+    assert outcome.best is not None and outcome.best.status == "completed"
+    assert (Path(outcome.best.checkpoint) / "last.ckpt").is_file()
+    assert (Path(outcome.best.checkpoint) / "config.yaml").is_file()
+
+    # Warm workers: six trials ran in fewer processes, and each saw only its own settings.
+    rows = [r for r in outcome.rows if r.status == "completed"]
+    assert len({r.metrics["pid"] for r in rows}) < len(rows)
+    for row in rows:
+        assert row.metrics["in_effect/matmul_precision"] == row.axes["matmul_precision"]
+        assert row.metrics["in_effect/default_dtype"] == "float32"
+        assert {"samples_per_sec", "epoch_time_s", "peak_memory_mb"} <= set(row.metrics)
+    by_pid = {}
+    for row in rows:
+        by_pid.setdefault(row.metrics["pid"], set()).add(row.axes["matmul_precision"])
+    assert any(len(seen) > 1 for seen in by_pid.values()), "no worker ran two different trials"
+    # The cluster has two worker nodes, and trials ran on both.
+    assert len({r.metrics["node_id"] for r in outcome.rows}) == 2
+
+
+def test_asha_stops_poor_trials_early(ray_cluster, sweep_config):
+    config = sweep_config(
+        space={"lr": {"grid": [1e-5, 3e-5, 3e-3, 1e-2]}},
+        trainer={"max_epochs": 4, "accelerator": "cpu"},
+        scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2},
+    )
+    outcome, _ = run(config)
+    stopped = [r for r in outcome.rows if r.status == "stopped"]
+    assert stopped, [(r.axes, r.status, r.epochs) for r in outcome.rows]
+    assert all(r.epochs < 4 for r in stopped)
+    assert any(r.status == "completed" and r.epochs == 4 for r in outcome.rows)
+    assert outcome.best.axes["lr"] in (3e-3, 1e-2)
+
+
+def test_pbt_exploits_checkpoints_of_better_trials(ray_cluster, sweep_config):
+    config = sweep_config(
+        task={"name": "reaching", "params": {"n_episodes": 16, "horizon": 10, "batch_size": 16}},
+        space={"lr": {"grid": [1e-5, 1e-2]}},
+        trainer={"max_epochs": 4, "accelerator": "cpu"},
+        scheduler={
+            "type": "pbt",
+            "perturbation_interval": 1,
+            "quantile_fraction": 0.5,
+            "synch": True,
+            "hyperparam_mutations": {"lr": {"loguniform": [1e-3, 3e-2]}},
+        },
+    )
+    outcome, _ = run(config)
+    exploited = [r for r in outcome.rows if r.metrics["resumed"]]
+    assert exploited, "no trial was restored from another trial's checkpoint"
+    for row in exploited:
+        # It continued with a mutated lr, not one of the initial values, to the last epoch.
+        assert row.axes["lr"] not in (1e-5, 1e-2) and row.epochs == 4
+    assert all(r.status == "completed" for r in outcome.rows)
+
+
+def test_optuna_samples_the_space(ray_cluster, sweep_config):
+    config = sweep_config(
+        space={"precision": ["32", "bf16-mixed"], "lr": {"loguniform": [1e-4, 1e-2]}},
+        search={"algorithm": "optuna", "num_samples": 3, "seed": 1},
+    )
+    outcome, _ = run(config)
+    assert len(outcome.rows) == 3
+    assert all(1e-4 <= r.axes["lr"] <= 1e-2 for r in outcome.rows)
+    assert len({r.axes["lr"] for r in outcome.rows}) == 3
+    assert all(r.status == "completed" for r in outcome.rows)
