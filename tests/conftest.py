@@ -18,7 +18,9 @@ def ray_cluster():
     """
     # Ray's socket paths must be short; the nodes and workers import tests.* modules.
     os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="vray-", dir="/tmp")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
+    )
     import ray
     from ray.cluster_utils import Cluster
 

@@ -23,7 +23,10 @@ def results_of(experiment_dir: Path) -> dict[str, list[dict]]:
 
 def test_grid_over_enum_axes_is_the_cross_product_with_reasons(ray_cluster, sweep_config):
     config = sweep_config(
-        space={"precision": ["32", "16-mixed", "bf16-true"], "matmul_precision": ["highest", "medium"]},
+        space={
+            "precision": ["32", "16-mixed", "bf16-true"],
+            "matmul_precision": ["highest", "medium"],
+        },
     )
     outcome, progress = run(config)
     combos = sorted((r.axes["precision"], r.axes["matmul_precision"]) for r in outcome.rows)

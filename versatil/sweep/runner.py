@@ -199,13 +199,6 @@ def run_sweep(
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     storage = config.storage_dir()
     storage.mkdir(parents=True, exist_ok=True)
-    connect_ray(address)
-    trainable = tune.with_resources(
-        tune.with_parameters(run_trial, sweep=config),
-        {"cpu": config.resources.cpu, "gpu": config.resources.gpu},
-    )
-    progress = ProgressPrinter(config, stream)
-    all_callbacks = [progress.callback, *callbacks]
     if resume:
         previous = [d for d in experiment_dirs(config) if tune.Tuner.can_restore(d)]
         if not previous:
@@ -214,6 +207,14 @@ def run_sweep(
                 "run it without --resume first"
             )
         experiment_dir = previous[-1]
+    connect_ray(address)
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, sweep=config),
+        {"cpu": config.resources.cpu, "gpu": config.resources.gpu},
+    )
+    progress = ProgressPrinter(config, stream)
+    all_callbacks = [progress.callback, *callbacks]
+    if resume:
         tuner = tune.Tuner.restore(
             str(experiment_dir), trainable, resume_unfinished=True, resume_errored=True
         )

@@ -1,0 +1,86 @@
+"""``--resume`` after the driver is killed with SIGKILL: finished trials are never rerun."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+
+def sweep_file(tmp_path):
+    data = {
+        "name": "killed",
+        "task": {"name": "reaching", "params": {"n_episodes": 16, "horizon": 10, "width": 16}},
+        "space": {"lr": {"grid": [0.001, 0.002, 0.003, 0.004]}},
+        "max_concurrent_trials": 1,
+        "trainer": {"max_epochs": 3, "accelerator": "cpu"},
+        "storage_path": str(tmp_path / "runs"),
+    }
+    path = tmp_path / "killed.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def cli(*args):
+    return [sys.executable, "-m", "versatil.sweep", *args]
+
+
+def finished_trials(experiment_dir):
+    """Trial id -> number of results, for trials whose last result says completed."""
+    out = {}
+    for path in experiment_dir.glob("*/result.json"):
+        lines = path.read_text().splitlines()
+        if lines and json.loads(lines[-1])["status"] == "completed":
+            out[path.parent.name] = len(lines)
+    return out
+
+
+def test_resume_after_sigkill_reruns_nothing_finished(ray_cluster, tmp_path):
+    config = sweep_file(tmp_path)
+    driver = subprocess.Popen(
+        cli("--config", str(config), "--address", ray_cluster.address),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    deadline = time.monotonic() + 240
+    before = {}
+    try:
+        # Kill once two trials are recorded as finished and the third is under way.
+        while time.monotonic() < deadline and len(before) < 2:
+            time.sleep(0.2)
+            experiments = list((tmp_path / "runs").glob("killed-*"))
+            before = finished_trials(experiments[0]) if experiments else {}
+    finally:
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    assert 2 <= len(before) < 4, f"finished before the kill: {before}"
+    (experiment_dir,) = (tmp_path / "runs").glob("killed-*")
+    time.sleep(2)  # let the cluster notice the dead driver and free its workers
+
+    resumed = subprocess.run(
+        cli("--config", str(config), "--address", ray_cluster.address, "--resume"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"results: {experiment_dir}" in resumed.stdout
+    assert "4 trials in" in resumed.stdout and "4 completed" in resumed.stdout
+    after = finished_trials(experiment_dir)
+    assert len(after) == 4
+    for trial_id, results in before.items():
+        assert after[trial_id] == results, f"{trial_id} was rerun"
+        assert f"] {trial_id} epoch" not in resumed.stdout
+
+
+def test_resume_without_an_earlier_run_is_a_clear_error(tmp_path):
+    result = subprocess.run(
+        cli("--config", str(sweep_file(tmp_path)), "--resume"), capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --resume: no earlier run of sweep 'killed' under ")
+    assert "Traceback" not in result.stderr
