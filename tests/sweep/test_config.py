@@ -68,7 +68,7 @@ def test_unknown_enum_member_names_field_value_and_choices():
 
 
 def test_int8_is_not_valid_for_training_in_a_sweep():
-    with pytest.raises(ConfigError, match="space.precision: '8' is not a PrecisionType valid for"):
+    with pytest.raises(ConfigError, match=r"space\.precision: '8' is not a PrecisionType"):
         validate_sweep({"name": "x", "space": {"precision": [8]}})
 
 
@@ -101,7 +101,7 @@ def test_impossible_combinations_are_rejected():
         validate_sweep(
             {"name": "x", "space": {"lr": {"grid": [0.1]}}, "search": {"algorithm": "optuna"}}
         )
-    with pytest.raises(ConfigError, match="hyperparam_mutations.precision: settings axes cannot"):
+    with pytest.raises(ConfigError, match=r"hyperparam_mutations\.precision: settings axes cannot"):
         validate_sweep(
             {
                 "name": "x",
@@ -117,7 +117,7 @@ def test_overrides_and_missing_files(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({"name": "s", "trainer": {"max_epochs": 5}}))
     assert load_sweep(path, {"trainer.max_epochs": 2}).trainer.max_epochs == 2
-    with pytest.raises(ConfigError, match="sweep file '.*nope.yaml' does not exist"):
+    with pytest.raises(ConfigError, match=r"sweep file '.*nope\.yaml' does not exist"):
         load_sweep(tmp_path / "nope.yaml")
     path.write_text("name: [unclosed")
     with pytest.raises(ConfigError, match="is not valid YAML"):
