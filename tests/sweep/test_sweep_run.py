@@ -106,3 +106,18 @@ def test_optuna_samples_the_space(ray_cluster, sweep_config):
     assert all(1e-4 <= r.axes["lr"] <= 1e-2 for r in outcome.rows)
     assert len({r.axes["lr"] for r in outcome.rows}) == 3
     assert all(r.status == "completed" for r in outcome.rows)
+
+
+def test_workers_per_trial_runs_data_parallel_on_gloo(ray_cluster, sweep_config):
+    config = sweep_config(
+        space={"precision": ["32"]},
+        # Two workers of half a CPU each, beside the coordinator's sliver of one.
+        resources={"cpu": 0.5, "workers_per_trial": 2},
+        max_concurrent_trials=1,
+    )
+    outcome, _ = run(config)
+    (row,) = outcome.rows
+    assert row.status == "completed", row.reason
+    assert row.metrics["world_size"] == 2
+    assert row.epochs == 2
+    assert (Path(row.checkpoint) / "last.ckpt").is_file()

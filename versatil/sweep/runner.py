@@ -166,7 +166,9 @@ def rows_from_results(results: Any, config: SweepConfig) -> list[TrialRow]:
                 metrics=metrics,
                 epochs=int(metrics.get("epoch", -1)) + 1 if "epoch" in metrics else 0,
                 reason=reason,
-                checkpoint=result.checkpoint.path if result.checkpoint else None,
+                checkpoint=(
+                    result.checkpoint.path if result.checkpoint else metrics.get("checkpoint_path")
+                ),
             )
         )
     return sorted(rows, key=lambda r: r.trial_id)
@@ -208,9 +210,12 @@ def run_sweep(
             )
         experiment_dir = previous[-1]
     connect_ray(address)
+    resources = config.resources
+    # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
+    distributed = resources.workers_per_trial > 1
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, sweep=config),
-        {"cpu": config.resources.cpu, "gpu": config.resources.gpu},
+        {"cpu": 0.01} if distributed else {"cpu": resources.cpu, "gpu": resources.gpu},
     )
     progress = ProgressPrinter(config, stream)
     all_callbacks = [progress.callback, *callbacks]

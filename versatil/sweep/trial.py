@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +76,43 @@ def _process_facts() -> dict[str, Any]:
     }
 
 
+def epoch_result(
+    trainer: Any, metrics: dict[str, float], fit_start: float, resumed: bool
+) -> dict[str, Any]:
+    """The result a trial reports after an epoch: metrics, status and worker facts."""
+    loss = metrics.get("train_loss", 0.0)
+    if not math.isfinite(loss):
+        status = "diverged"
+    elif trainer.current_epoch + 1 >= trainer.max_epochs:
+        status = "completed"
+    else:
+        status = "running"
+    return {
+        **metrics,
+        **_process_facts(),
+        STATUS: status,
+        "resumed": resumed,
+        "world_size": trainer.world_size,
+        # Seconds inside this trial's fit so far (settings applied, model built, epochs).
+        "fit_time_s": time.perf_counter() - fit_start,
+    }
+
+
+def end_result(sweep: SweepConfig, status: str, reason: str) -> dict[str, Any]:
+    """The one result of a trial that could not train: worst objective, status, reason."""
+    return {
+        sweep.objective.metric: worst_value(sweep.objective.mode),
+        STATUS: status,
+        REASON: reason,
+    }
+
+
 def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
     """Runs one trial inside a Tune worker; reports every epoch with its checkpoint.
 
     Infeasible settings end the trial with one result whose status is ``infeasible`` and
-    whose reason says why; the sweep goes on.
+    whose reason says why; the sweep goes on. With ``resources.workers_per_trial > 1``
+    the fit runs data-parallel across Ray Train workers instead.
     """
     from ray import tune
 
@@ -87,42 +120,29 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
     from versatil.training.fit import InfeasibleError, train
 
     quiet_libraries()
-    objective = sweep.objective.metric
     try:
         config = train_config_for(axes, sweep)
     except ConfigError as error:
-        tune.report(
-            {objective: worst_value(sweep.objective.mode), STATUS: "failed", REASON: str(error)}
-        )
+        tune.report({**end_result(sweep, "failed", str(error)), **_process_facts()})
+        return
+    if sweep.resources.workers_per_trial > 1:
+        from versatil.sweep.distributed import run_distributed_trial
+
+        run_distributed_trial(config, sweep)
         return
     trial_dir = Path(tune.get_context().get_trial_dir())
     checkpoint_dir = trial_dir / "checkpoint"
     ckpt_path = _restore(trial_dir)
     resumed = ckpt_path is not None  # restored by Tune: a retry, a resume or a PBT exploit
+    fit_start = time.perf_counter()
 
     def report(trainer: Any, metrics: dict[str, float]) -> None:
-        loss = metrics.get("train_loss", 0.0)
-        if not math.isfinite(loss):
-            status = "diverged"
-        elif trainer.current_epoch + 1 >= trainer.max_epochs:
-            status = "completed"
-        else:
-            status = "running"
-        result = {**metrics, **_process_facts(), STATUS: status, "resumed": resumed}
+        result = epoch_result(trainer, metrics, fit_start, resumed)
         tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
 
     try:
         train(config, checkpoint_dir, on_epoch_end=report, ckpt_path=ckpt_path)
     except ConfigError as error:  # bad task params: the message names them
-        tune.report(
-            {objective: worst_value(sweep.objective.mode), STATUS: "failed", REASON: str(error)}
-        )
+        tune.report({**end_result(sweep, "failed", str(error)), **_process_facts()})
     except InfeasibleError as error:
-        tune.report(
-            {
-                objective: worst_value(sweep.objective.mode),
-                **_process_facts(),
-                STATUS: "infeasible",
-                REASON: error.reason,
-            }
-        )
+        tune.report({**end_result(sweep, "infeasible", error.reason), **_process_facts()})

@@ -1,0 +1,783 @@
+"""The k8s/ manifests, rendered as kustomize renders them and checked without a cluster.
+
+The base and every overlay are rendered by the small renderer below, which supports exactly
+the kustomize features k8s/ uses (``resources`` and JSON 6902 ``patches`` with a ``target``)
+and is compared with ``kubectl kustomize``. Every RayJob and RayCluster is validated against
+the ``openAPIV3Schema`` of the KubeRay v1.7.0 CRDs in ``../shared/kuberay-crds/v1.7.0/``, the
+way the API server validates it with strict field validation; then the invariants that make
+the sweep run are checked: the entrypoint is a valid ``python -m versatil.sweep`` command,
+its trials fit on the workers, MLflow is reachable under the name the trials use, every
+volume claim exists and no credential is written into a manifest.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+import shlex
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import jsonschema
+import pytest
+import yaml
+from jsonschema.exceptions import ValidationError
+from packaging.requirements import Requirement
+
+from versatil.cli_common import parse_assignment
+from versatil.sweep.__main__ import parse_args
+from versatil.sweep.config import SweepConfig, load_sweep
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "k8s"
+CRD_DIR = REPO.parent / "shared" / "kuberay-crds" / "v1.7.0"
+CRD_FILES = {"RayJob": "ray.io_rayjobs.yaml", "RayCluster": "ray.io_rayclusters.yaml"}
+CLI = ["python", "-m", "versatil.sweep"]
+STORAGE_PATH = "/mnt/sweeps"
+GPU = "nvidia.com/gpu"
+# libyaml reads the 2.3 MB of CRDs in under a second; pure Python takes several.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What one kustomization must deploy.
+
+    Attributes:
+        config: The sweep file the entrypoint runs, relative to the repository.
+        gpus_per_worker: ``nvidia.com/gpu`` of each worker pod (0: none anywhere).
+        workers: Worker pods in all.
+    """
+
+    config: str
+    gpus_per_worker: int
+    workers: int
+
+
+EXPECTED = {
+    "base": Expected("sweeps/precision_matrix.yaml", gpus_per_worker=1, workers=1),
+    "overlays/cpu": Expected("sweeps/quickstart.yaml", gpus_per_worker=0, workers=1),
+    "overlays/gpu-multinode": Expected(
+        "sweeps/precision_matrix.yaml", gpus_per_worker=1, workers=2
+    ),
+}
+KUSTOMIZATIONS = sorted(
+    p.parent.relative_to(K8S).as_posix() for p in K8S.rglob("kustomization.yaml")
+)
+
+
+# --- a renderer for the kustomize features k8s/ uses ------------------------------------------
+
+KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "resources", "patches"}
+TARGET_FIELDS = {"group", "version", "kind", "name", "namespace"}
+
+
+def read_documents(path: Path) -> list[dict[str, Any]]:
+    """The non-empty YAML documents of a file."""
+    return [doc for doc in yaml.load_all(path.read_text(), Loader=_LOADER) if doc is not None]
+
+
+def render(directory: Path) -> list[dict[str, Any]]:
+    """Renders a kustomization directory as ``kubectl kustomize`` does.
+
+    Args:
+        directory: A folder holding ``kustomization.yaml``.
+
+    Returns:
+        The resources (files, or kustomization folders rendered recursively), in order, after
+        the kustomization's JSON 6902 patches.
+
+    Raises:
+        ValueError: On a feature this renderer does not support, two resources with one id,
+            a patch whose target matches nothing, or a patch operation that fails.
+    """
+    kustomization = yaml.load((directory / "kustomization.yaml").read_text(), Loader=_LOADER)
+    unsupported = sorted(set(kustomization) - KUSTOMIZATION_FIELDS)
+    if unsupported:
+        raise ValueError(
+            f"{directory}: unsupported kustomization field(s) {unsupported}; this renderer "
+            f"supports {sorted(KUSTOMIZATION_FIELDS)}"
+        )
+    documents: list[dict[str, Any]] = []
+    for entry in kustomization.get("resources", []):
+        path = directory / entry
+        documents += render(path) if path.is_dir() else read_documents(path)
+    ids = [resource_id(doc) for doc in documents]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValueError(f"{directory}: resources defined twice: {duplicates}")
+    for number, patch in enumerate(kustomization.get("patches", [])):
+        where = f"{directory}: patches[{number}]"
+        operations = _patch_operations(directory, patch, where)
+        target = patch.get("target")
+        if not target or set(target) - TARGET_FIELDS:
+            raise ValueError(f"{where}: needs a target using only {sorted(TARGET_FIELDS)}")
+        matched = [doc for doc in documents if _selected(doc, target)]
+        if not matched:
+            raise ValueError(f"{where}: target {target} matches no resource")
+        for doc in matched:
+            apply_json_patch(doc, operations, where)
+    return documents
+
+
+def resource_id(doc: dict[str, Any]) -> tuple[str, str, str, str]:
+    """apiVersion, kind, namespace and name: what kustomize keeps unique."""
+    meta = doc.get("metadata", {})
+    return doc["apiVersion"], doc["kind"], meta.get("namespace", ""), meta["name"]
+
+
+def _patch_operations(directory: Path, patch: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    if ("path" in patch) == ("patch" in patch):
+        raise ValueError(f"{where}: give exactly one of path and patch")
+    text = (directory / patch["path"]).read_text() if "path" in patch else patch["patch"]
+    operations = yaml.load(text, Loader=_LOADER)
+    if not isinstance(operations, list):
+        raise ValueError(f"{where}: only JSON 6902 patches (a list of operations) are supported")
+    return operations
+
+
+def _selected(doc: dict[str, Any], target: dict[str, str]) -> bool:
+    group, _, version = doc["apiVersion"].rpartition("/")
+    actual = {
+        "group": group,
+        "version": version,
+        "kind": doc["kind"],
+        "name": doc["metadata"]["name"],
+        "namespace": doc["metadata"].get("namespace", ""),
+    }
+    # kustomize reads each target field as an anchored regular expression.
+    return all(re.fullmatch(pattern, actual[key]) for key, pattern in target.items())
+
+
+def apply_json_patch(doc: dict[str, Any], operations: list[dict[str, Any]], where: str) -> None:
+    """Applies RFC 6902 ``add``, ``remove``, ``replace`` and ``test`` operations in place.
+
+    Raises:
+        ValueError: Naming the operation, on an unsupported operation, a path that does not
+            exist, or a ``test`` whose value differs.
+    """
+    for number, operation in enumerate(operations):
+        op, pointer = operation.get("op"), operation.get("path", "")
+        label = f"{where}: operation {number} ({op} {pointer})"
+        if op not in {"add", "remove", "replace", "test"}:
+            raise ValueError(f"{label}: unsupported; use add, remove, replace or test")
+        *parents, leaf = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
+        node: Any = doc
+        try:
+            for part in parents:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            if isinstance(node, list):
+                index = len(node) if leaf == "-" and op == "add" else int(leaf)
+                if op != "add" and not 0 <= index < len(node):
+                    raise IndexError(index)
+            else:
+                index = leaf
+                if op != "add" and index not in node:
+                    raise KeyError(index)
+        except (KeyError, IndexError, ValueError, TypeError) as error:
+            raise ValueError(f"{label}: path does not exist ({error!r})") from None
+        value = copy.deepcopy(operation.get("value"))
+        if op == "test":
+            if node[index] != value:
+                raise ValueError(f"{label}: test failed: found {node[index]!r}, not {value!r}")
+        elif op == "remove":
+            del node[index]
+        elif op == "add" and isinstance(node, list):
+            node.insert(index, value)
+        else:
+            node[index] = value
+
+
+def rendered(name: str) -> list[dict[str, Any]]:
+    """The documents of ``k8s/<name>``, rendered afresh (callers may change them)."""
+    return render(K8S / name)
+
+
+# --- validation against the KubeRay CRDs ------------------------------------------------------
+
+
+@functools.cache
+def crd_schema(kind: str, crd_dir: Path = CRD_DIR) -> dict[str, Any]:
+    """The ``openAPIV3Schema`` of the served ``v1`` version of a KubeRay CRD.
+
+    Fails the calling test, never skips it, when the CRDs are not where CI lays them.
+    """
+    path = crd_dir / CRD_FILES[kind]
+    if not path.is_file():
+        pytest.fail(
+            f"KubeRay CRD {path} not found: the k8s tests validate against the KubeRay v1.7.0 "
+            "CRDs in shared/kuberay-crds/v1.7.0/, and shared/ must sit beside the repository",
+            pytrace=False,
+        )
+    crd = yaml.load(path.read_text(), Loader=_LOADER)
+    if crd.get("kind") != "CustomResourceDefinition" or crd["spec"]["names"]["kind"] != kind:
+        pytest.fail(f"{path} is not the CustomResourceDefinition of {kind}", pytrace=False)
+    for version in crd["spec"]["versions"]:
+        if version["name"] == "v1" and version.get("served"):
+            return version["schema"]["openAPIV3Schema"]
+    pytest.fail(f"{path} serves no version v1", pytrace=False)
+
+
+_DRAFT4 = jsonschema.Draft4Validator.VALIDATORS
+
+
+def _strict_properties(
+    validator: Any, properties: dict[str, Any], instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    """``properties``, plus the API server's strict field validation: undeclared is an error."""
+    yield from _DRAFT4["properties"](validator, properties, instance, schema)
+    if (
+        validator.is_type(instance, "object")
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        for field in sorted(set(instance) - set(properties)):
+            yield ValidationError(f"unknown field {field!r}")
+
+
+def _nullable_type(
+    validator: Any, types: Any, instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    if instance is None and schema.get("nullable"):
+        return
+    yield from _DRAFT4["type"](validator, types, instance, schema)
+
+
+def _int_or_string(
+    validator: Any, enabled: bool, instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    if enabled and (isinstance(instance, bool) or not isinstance(instance, int | str)):
+        yield ValidationError(f"{instance!r} is neither an integer nor a string")
+
+
+def _list_type(
+    validator: Any, list_type: str, instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    """``x-kubernetes-list-type``: items of a ``set`` are unique, a ``map`` is unique by keys."""
+    if not validator.is_type(instance, "array"):
+        return
+    if list_type == "set":
+        seen: list[Any] = []
+        for item in instance:
+            if item in seen:
+                yield ValidationError(f"duplicate entry {item!r} in a set")
+            seen.append(item)
+    elif list_type == "map":
+        names = schema.get("x-kubernetes-list-map-keys", [])
+        fields = schema.get("items", {}).get("properties", {})
+        keys: list[tuple[Any, ...]] = []
+        for item in instance:
+            if not isinstance(item, dict):
+                continue
+            key = tuple(item.get(n, fields.get(n, {}).get("default")) for n in names)
+            if key in keys:
+                yield ValidationError(f"duplicate entry {dict(zip(names, key, strict=True))}")
+            keys.append(key)
+
+
+KubernetesValidator = jsonschema.validators.extend(
+    jsonschema.Draft4Validator,
+    {
+        "properties": _strict_properties,
+        "type": _nullable_type,
+        "x-kubernetes-int-or-string": _int_or_string,
+        "x-kubernetes-list-type": _list_type,
+    },
+)
+FORMATS = jsonschema.FormatChecker(formats=())
+FORMATS.checks("int32")(lambda v: not isinstance(v, int) or -(2**31) <= v < 2**31)
+FORMATS.checks("int64")(lambda v: not isinstance(v, int) or -(2**63) <= v < 2**63)
+# The API server checks ObjectMeta itself (the CRD's schema leaves metadata open).
+OBJECT_META = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {
+        # RayCluster names end up in Service names: a DNS-1035 label of at most 63 characters.
+        "name": {"type": "string", "pattern": "^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"},
+        "namespace": {"type": "string"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+
+
+@functools.cache
+def _validator(kind: str) -> Any:
+    schema = copy.deepcopy(crd_schema(kind))
+    schema["properties"]["metadata"] = OBJECT_META
+    schema["properties"]["apiVersion"]["enum"] = ["ray.io/v1"]
+    schema["properties"]["kind"]["enum"] = [kind]
+    schema["required"] = ["apiVersion", "kind", "metadata", "spec"]
+    return KubernetesValidator(schema, format_checker=FORMATS)
+
+
+def kuberay_errors(doc: dict[str, Any]) -> list[str]:
+    """Every schema violation of a RayJob or RayCluster, as ``path: message`` lines."""
+    errors = _validator(doc["kind"]).iter_errors(doc)
+    return sorted(f"{e.json_path}: {e.message}" for e in errors)
+
+
+def cel_guarded_fields(schema: dict[str, Any], path: str = "$") -> Iterator[str]:
+    """Paths (``[]`` for list items) of fields with CEL rules, which jsonschema cannot run."""
+    if "x-kubernetes-validations" in schema:
+        yield path
+    for name, child in schema.get("properties", {}).items():
+        yield from cel_guarded_fields(child, f"{path}.{name}")
+    if "items" in schema:
+        yield from cel_guarded_fields(schema["items"], f"{path}[]")
+
+
+def field_paths(value: Any, path: str = "$") -> Iterator[str]:
+    """Every field path in a document, in the notation of ``cel_guarded_fields``."""
+    yield path
+    if isinstance(value, dict):
+        for name, child in value.items():
+            yield from field_paths(child, f"{path}.{name}")
+    elif isinstance(value, list):
+        for child in value:
+            yield from field_paths(child, f"{path}[]")
+
+
+# --- reading the rendered documents -----------------------------------------------------------
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    """The documents of a kind (and name)."""
+    return [d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"])]
+
+
+def the(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    """The one document of a kind (and name)."""
+    matches = find(docs, kind, name)
+    assert len(matches) == 1, f"expected one {kind} {name or ''}, found {len(matches)}"
+    return matches[0]
+
+
+@dataclass(frozen=True)
+class PodGroup:
+    """A set of identical pods: a Ray head or worker group, or a Deployment."""
+
+    owner: str
+    replicas: int
+    spec: dict[str, Any]
+    ray_start_params: dict[str, str] | None = None
+
+
+def ray_groups(doc: dict[str, Any]) -> list[PodGroup]:
+    """The head group and the worker groups of a RayJob's or RayCluster's cluster."""
+    cluster = doc["spec"]["rayClusterSpec"] if doc["kind"] == "RayJob" else doc["spec"]
+    name = f"{doc['kind']}/{doc['metadata']['name']}"
+    head = cluster["headGroupSpec"]
+    groups = [PodGroup(f"{name} head", 1, head["template"]["spec"], head["rayStartParams"])]
+    for group in cluster.get("workerGroupSpecs", []):
+        groups.append(
+            PodGroup(
+                f"{name} {group['groupName']}",
+                group.get("replicas", 0) * group.get("numOfHosts", 1),
+                group["template"]["spec"],
+                group.get("rayStartParams", {}),
+            )
+        )
+    return groups
+
+
+def pod_groups(docs: list[dict[str, Any]]) -> list[PodGroup]:
+    """Every pod template in the documents."""
+    groups = []
+    for doc in docs:
+        if doc["kind"] in CRD_FILES:
+            groups += ray_groups(doc)
+        elif doc["kind"] in {"Deployment", "StatefulSet", "Job"}:
+            spec = doc["spec"]
+            owner = f"{doc['kind']}/{doc['metadata']['name']}"
+            groups.append(PodGroup(owner, spec.get("replicas", 1), spec["template"]["spec"]))
+    return groups
+
+
+def containers(docs: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(owner, container) for every container, init containers included."""
+    for group in pod_groups(docs):
+        for container in group.spec.get("initContainers", []) + group.spec["containers"]:
+            yield f"{group.owner} {container['name']}", container
+
+
+def cpu_cores(quantity: int | str) -> float:
+    """A CPU quantity (``2``, ``"4"``, ``"500m"``) in cores."""
+    text = str(quantity)
+    return int(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def entrypoint_args(doc: dict[str, Any]) -> list[str]:
+    """The RayJob's entrypoint after ``python -m versatil.sweep``."""
+    argv = shlex.split(doc["spec"]["entrypoint"])
+    assert argv[:3] == CLI, f"the entrypoint must run {' '.join(CLI)}: {argv}"
+    return argv[3:]
+
+
+def cli_sweep(doc: dict[str, Any]) -> tuple[Any, SweepConfig]:
+    """The RayJob's entrypoint parsed by versatil's own CLI, and the sweep it loads."""
+    try:
+        args = parse_args(entrypoint_args(doc))
+    except SystemExit:
+        pytest.fail(f"versatil's CLI rejects the entrypoint {doc['spec']['entrypoint']!r}")
+    overrides = dict(parse_assignment(item) for item in args.overrides)
+    if args.storage_path:
+        overrides["storage_path"] = args.storage_path
+    # The CLI has no --tracking-uri yet (the manifests use --set); honour it once it exists.
+    if getattr(args, "tracking_uri", None):
+        overrides["mlflow.tracking_uri"] = args.tracking_uri
+    assert not Path(args.config).is_absolute(), f"--config {args.config} must be repo-relative"
+    return args, load_sweep(REPO / args.config, overrides)
+
+
+def mlflow_args(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """The MLflow server's ``--flag value`` pairs."""
+    (container,) = the(docs, "Deployment", "mlflow")["spec"]["template"]["spec"]["containers"]
+    argv = container.get("command", []) + container.get("args", [])
+    assert argv[:2] == ["mlflow", "server"], argv
+    flags = argv[2:]
+    assert len(flags) % 2 == 0 and all(f.startswith("--") for f in flags[::2]), flags
+    return dict(zip(flags[::2], flags[1::2], strict=True))
+
+
+# --- the tests --------------------------------------------------------------------------------
+
+
+def test_every_kustomization_has_expectations() -> None:
+    assert set(KUSTOMIZATIONS) == set(EXPECTED), (
+        "k8s/ kustomizations and EXPECTED differ: give each overlay its expectations"
+    )
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not found")
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_renderer_matches_kubectl_kustomize(name: str) -> None:
+    result = subprocess.run(
+        ["kubectl", "kustomize", str(K8S / name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    by_id = {resource_id(d): d for d in yaml.load_all(result.stdout, Loader=_LOADER) if d}
+    ours = {resource_id(d): d for d in rendered(name)}
+    assert sorted(ours) == sorted(by_id)
+    for key, doc in ours.items():
+        assert doc == by_id[key], f"{name}: {key} differs from kubectl kustomize's"
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_ray_resources_are_valid_kuberay_v1_7(name: str) -> None:
+    docs = rendered(name)
+    ray_docs = [d for d in docs if d["kind"] in CRD_FILES]
+    assert find(docs, "RayJob"), f"{name} renders no RayJob"
+    for doc in ray_docs:
+        errors = kuberay_errors(doc)
+        assert not errors, f"{name}: {doc['kind']}/{doc['metadata']['name']}:\n" + "\n".join(errors)
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_no_field_whose_cel_rules_go_unchecked_is_set(name: str) -> None:
+    for doc in rendered(name):
+        if doc["kind"] in CRD_FILES:
+            guarded = set(cel_guarded_fields(crd_schema(doc["kind"])))
+            assert guarded, "the CRD has CEL rules: this check must have some to look for"
+            used = guarded & set(field_paths(doc))
+            assert not used, f"set fields whose CEL rules are not checked here: {sorted(used)}"
+
+
+def test_standalone_raycluster_is_valid_and_is_the_rayjobs_cluster() -> None:
+    (cluster,) = read_documents(K8S / "base" / "raycluster.yaml")
+    assert cluster["kind"] == "RayCluster"
+    errors = kuberay_errors(cluster)
+    assert not errors, "\n".join(errors)
+    job = the(rendered("base"), "RayJob")
+    assert cluster["spec"] == job["spec"]["rayClusterSpec"], (
+        "k8s/base/raycluster.yaml's spec must stay the RayJob's rayClusterSpec"
+    )
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(doc: dict[str, Any]) -> None:
+        *parents, leaf = path.split(".")
+        node: Any = doc
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node[part]
+        node[int(leaf) if leaf.isdigit() else leaf] = value
+
+    return mutate
+
+
+def _duplicate_volume(doc: dict[str, Any]) -> None:
+    volumes = doc["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["volumes"]
+    volumes.append(copy.deepcopy(volumes[0]))
+
+
+WORKER = "spec.rayClusterSpec.workerGroupSpecs.0"
+BROKEN_RAYJOBS = {
+    "entrypoint-integer": (_set("spec.entrypoint", 42), r"\$\.spec\.entrypoint: 42 is not of"),
+    "unknown-spec-field": (
+        _set("spec.entrypoints", "python"),
+        r"\$\.spec: unknown field 'entrypoints'",
+    ),
+    "unknown-container-field": (
+        _set(f"{WORKER}.template.spec.containers.0.gpus", 1),
+        r"containers\[0\]: unknown field 'gpus'",
+    ),
+    "quantity-not-a-quantity": (
+        _set(f"{WORKER}.template.spec.containers.0.resources.limits.cpu", "four"),
+        r"limits\.cpu: 'four' does not match",
+    ),
+    "quantity-boolean": (
+        _set(f"{WORKER}.template.spec.containers.0.resources.limits.memory", True),
+        r"limits\.memory: True is neither an integer nor a string",
+    ),
+    "replicas-over-int32": (_set(f"{WORKER}.replicas", 2**31), r"replicas: .* is not a 'int32'"),
+    "group-without-name": (
+        lambda doc: doc["spec"]["rayClusterSpec"]["workerGroupSpecs"][0].pop("groupName"),
+        r"workerGroupSpecs\[0\]: 'groupName' is a required property",
+    ),
+    "duplicate-volume": (_duplicate_volume, r"volumes: duplicate entry \{'name': 'sweeps-storage'"),
+    "ray-start-param-integer": (
+        _set("spec.rayClusterSpec.headGroupSpec.rayStartParams.num-cpus", 0),
+        r"\['num-cpus'\]: 0 is not of type 'string'",
+    ),
+    "bad-name": (_set("metadata.name", "Versatil_Sweep"), r"\$\.metadata\.name: 'Versatil_Sweep'"),
+    "wrong-api-version": (
+        _set("apiVersion", "ray.io/v1alpha2"),
+        r"\$\.apiVersion: 'ray\.io/v1alph",
+    ),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(BROKEN_RAYJOBS))
+def test_validator_rejects_a_broken_rayjob(breakage: str) -> None:
+    mutate, message = BROKEN_RAYJOBS[breakage]
+    doc = the(rendered("base"), "RayJob")
+    assert not kuberay_errors(doc)
+    mutate(doc)
+    errors = kuberay_errors(doc)
+    assert any(re.search(message, e) for e in errors), errors
+
+
+def test_missing_crds_fail_the_test_with_a_clear_message(tmp_path: Path) -> None:
+    with pytest.raises(pytest.fail.Exception, match=r"KubeRay CRD .* not found.*shared/"):
+        crd_schema("RayJob", tmp_path / "v1.7.0")
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_entrypoint_runs_a_shipped_sweep_with_shared_storage_and_mlflow(name: str) -> None:
+    docs = rendered(name)
+    job = the(docs, "RayJob")
+    args, sweep = cli_sweep(job)
+    assert Path(args.config).as_posix() == EXPECTED[name].config
+    assert (REPO / args.config).is_file()
+    assert args.address is None, "the driver joins the RayJob's own cluster (RAY_ADDRESS)"
+    assert not args.dry_run
+    assert sweep.storage_path == STORAGE_PATH
+    uri = urlsplit(sweep.mlflow.tracking_uri or "")
+    assert uri.scheme == "http", f"tracking URI {sweep.mlflow.tracking_uri!r}"
+    service = the(docs, "Service", uri.hostname)
+    assert uri.port in [p["port"] for p in service["spec"]["ports"]]
+    assert job["spec"]["shutdownAfterJobFinishes"] is True
+    assert job["spec"]["ttlSecondsAfterFinished"] > 0
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_trials_fit_on_the_workers_and_gpus_are_where_expected(name: str) -> None:
+    docs = rendered(name)
+    expected = EXPECTED[name]
+    job = the(docs, "RayJob")
+    _, sweep = cli_sweep(job)
+    head, *workers = ray_groups(job)
+    assert head.ray_start_params.get("num-cpus") == "0", "trials must not run on the head"
+    assert workers, f"{name}: no worker group"
+    assert sum(w.replicas for w in workers) == expected.workers
+    for group in workers:
+        (container,) = group.spec["containers"]
+        limits = container["resources"]["limits"]
+        requests = container["resources"].get("requests", {})
+        gpus = int(limits.get(GPU, 0))
+        assert gpus == expected.gpus_per_worker, f"{group.owner}: {GPU} {gpus}"
+        assert int(requests.get(GPU, gpus)) == gpus, "GPU requests must equal limits"
+        # Ray takes a pod's CPUs and GPUs from its limits; a trial that fits on no worker
+        # would wait forever.
+        assert sweep.resources.cpu <= cpu_cores(limits["cpu"]), group.owner
+        assert sweep.resources.gpu <= gpus, group.owner
+    if expected.gpus_per_worker == 0:
+        assert GPU not in yaml.safe_dump_all(docs), f"{name} mentions {GPU}"
+        assert sweep.trainer.accelerator != "gpu"
+    else:
+        assert sweep.trainer.accelerator in {"gpu", "auto"}
+        assert sweep.resources.gpu > 0
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_mlflow_listens_in_its_pod_behind_a_cluster_ip_service(name: str) -> None:
+    docs = rendered(name)
+    args = mlflow_args(docs)
+    assert args["--host"] == "0.0.0.0"
+    assert args["--port"] == "5000"
+    assert args["--workers"] == "1"
+    assert args["--backend-store-uri"] == "sqlite:////mlflow/mlflow.db"
+    assert args["--artifacts-destination"].startswith("/mlflow/")
+    # MLflow 3 answers 403 to a Host header it does not allow: the trials' must be allowed.
+    _, sweep = cli_sweep(the(docs, "RayJob"))
+    assert urlsplit(sweep.mlflow.tracking_uri).netloc in args["--allowed-hosts"].split(",")
+
+    deployment = the(docs, "Deployment", "mlflow")
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes[mounts["/mlflow"]]["persistentVolumeClaim"]["claimName"] == "mlflow-storage"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert 5000 in ports.values()
+
+    service = the(docs, "Service", "mlflow")
+    assert service["spec"].get("type", "ClusterIP") == "ClusterIP", "not exposed outside"
+    (port,) = service["spec"]["ports"]
+    assert port["port"] == 5000
+    assert ports.get(port["targetPort"], port["targetPort"]) == 5000
+    selector = service["spec"]["selector"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    assert selector.items() <= deployment["spec"]["selector"]["matchLabels"].items()
+    for group in pod_groups(docs):
+        assert not group.spec.get("hostNetwork"), group.owner
+    for owner, each in containers(docs):
+        assert all("hostPort" not in p for p in each.get("ports", [])), owner
+
+
+SECRET_NAME = re.compile(r"PASSWORD|TOKEN|SECRET|CREDENTIAL|API_KEY|ACCESS_KEY|USERNAME", re.I)
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_credentials_come_only_from_optional_secret_references(name: str) -> None:
+    docs = rendered(name)
+    assert not find(docs, "Secret"), "a Secret's values would be committed: reference one"
+    assert not find(docs, "ConfigMap"), "no ConfigMap is expected (it could hold a secret)"
+    assert not re.search(r"://[^/\s:@]+:[^/\s@]+@", yaml.safe_dump_all(docs)), "URL password"
+    checked = []
+    for owner, container in containers(docs):
+        for env in container.get("env", []):
+            if SECRET_NAME.search(env["name"]):
+                assert "value" not in env, f"{owner}: {env['name']} is written in"
+                ref = env["valueFrom"]["secretKeyRef"]
+                assert ref["optional"] is True, f"{owner}: {env['name']}"
+                checked.append(env["name"])
+        assert not container.get("envFrom"), f"{owner}: envFrom hides what is read"
+    ray_containers = sum(
+        len(g.spec["containers"]) for d in find(docs, "RayJob") for g in ray_groups(d)
+    )
+    assert checked.count("MLFLOW_TRACKING_USERNAME") == ray_containers
+    assert checked.count("MLFLOW_TRACKING_PASSWORD") == ray_containers
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_every_claimed_volume_is_a_pvc_and_ray_pods_share_the_storage_path(name: str) -> None:
+    docs = rendered(name)
+    claims = {d["metadata"]["name"]: d for d in find(docs, "PersistentVolumeClaim")}
+    referenced = set()
+    for group in pod_groups(docs):
+        for volume in group.spec.get("volumes", []):
+            if "persistentVolumeClaim" in volume:
+                referenced.add(volume["persistentVolumeClaim"]["claimName"])
+    assert referenced == {"sweeps-storage", "mlflow-storage"}
+    assert referenced <= set(claims), f"claims without a PVC: {sorted(referenced - set(claims))}"
+    assert "ReadWriteMany" in claims["sweeps-storage"]["spec"]["accessModes"], (
+        "Ray pods on several nodes mount the sweep storage"
+    )
+    for doc in find(docs, "RayJob"):
+        for group in ray_groups(doc):
+            volumes = {v["name"]: v for v in group.spec.get("volumes", [])}
+            (container,) = group.spec["containers"]
+            mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+            assert STORAGE_PATH in mounts, f"{group.owner} does not mount {STORAGE_PATH}"
+            claim = volumes[mounts[STORAGE_PATH]]["persistentVolumeClaim"]["claimName"]
+            assert claim == "sweeps-storage", group.owner
+
+
+def test_every_config_path_under_k8s_exists() -> None:
+    found = {}
+    for path in sorted(K8S.rglob("*")):
+        if path.suffix not in {".yaml", ".yml", ".md"}:
+            continue
+        text = path.read_text()
+        configs = re.findall(r"--config[= ]+([\w./-]+\.ya?ml)\b", text)
+        if path.suffix != ".md":  # prose may name the flag; a manifest always gives a file
+            assert len(configs) == text.count("--config"), f"{path}: --config without a file"
+        for config in configs:
+            found[f"{path.relative_to(REPO)}: {config}"] = (REPO / config).is_file()
+    assert found, "no --config found under k8s/"
+    missing = [where for where, exists in found.items() if not exists]
+    assert not missing, f"--config paths that do not exist: {missing}"
+
+
+def test_ray_version_is_the_projects_and_the_images_agree() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    (ray,) = [
+        Requirement(r) for r in pyproject["project"]["dependencies"] if Requirement(r).name == "ray"
+    ]
+    readme = (K8S / "README.md").read_text()
+    docs = [d for name in KUSTOMIZATIONS for d in rendered(name)]
+    docs += read_documents(K8S / "base" / "raycluster.yaml")
+    for doc in docs:
+        if doc["kind"] in CRD_FILES:
+            cluster = doc["spec"]["rayClusterSpec"] if doc["kind"] == "RayJob" else doc["spec"]
+            version = cluster["rayVersion"]
+            assert ray.specifier.contains(version), f"rayVersion {version} outside {ray}"
+            assert f"ray[default]=={version}" in readme, "the image must install that Ray"
+    images = {container["image"] for _, container in containers(docs)}
+    assert images == {"versatil:latest"}, images
+
+
+# --- the renderer fails where kustomize would -------------------------------------------------
+
+BASE_KUSTOMIZATION = "resources: [job.yaml]\n"
+JOB = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec: {entrypoint: a}\n"
+PATCH = "patches:\n  - target: {kind: RayJob, name: %s}\n    patch: '%s'\n"
+BROKEN_KUSTOMIZATIONS = {
+    "failed-test": (PATCH % ("job", "[{op: test, path: /spec/entrypoint, value: b}]"), "test"),
+    "missing-path": (
+        PATCH % ("job", "[{op: replace, path: /spec/nothing, value: b}]"),
+        "path does not exist",
+    ),
+    "no-target-match": (PATCH % ("other", "[{op: remove, path: /spec}]"), "matches no resource"),
+    "strategic-merge": (PATCH % ("job", "{spec: {entrypoint: b}}"), "only JSON 6902"),
+    "unsupported-op": (PATCH % ("job", "[{op: move, from: /spec, path: /x}]"), "unsupported"),
+    "unsupported-field": ("namePrefix: x-\n", "unsupported kustomization field"),
+    "duplicate": ("resources: [job.yaml]\n", "defined twice"),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(BROKEN_KUSTOMIZATIONS))
+def test_renderer_rejects_what_it_cannot_render(tmp_path: Path, breakage: str) -> None:
+    extra, message = BROKEN_KUSTOMIZATIONS[breakage]
+    (tmp_path / "job.yaml").write_text(JOB)
+    (tmp_path / "kustomization.yaml").write_text(BASE_KUSTOMIZATION)
+    assert render(tmp_path)[0]["spec"] == {"entrypoint": "a"}
+    if breakage == "duplicate":
+        (tmp_path / "kustomization.yaml").write_text("resources: [job.yaml, job.yaml]\n")
+    else:
+        (tmp_path / "kustomization.yaml").write_text(BASE_KUSTOMIZATION + extra)
+    with pytest.raises(ValueError, match=message):
+        render(tmp_path)
+
+
+def test_renderer_applies_add_remove_replace_and_test(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(JOB.replace("{entrypoint: a}", "{entrypoint: a, l: [1, 3]}"))
+    operations = (
+        "[{op: test, path: /spec/entrypoint, value: a}, {op: replace, path: /spec/entrypoint,"
+        " value: b}, {op: add, path: /spec/l/1, value: 2}, {op: add, path: /spec/l/-, value: 4},"
+        " {op: remove, path: /spec/l/0}, {op: add, path: /spec/a~1b, value: {c: 1}}]"
+    )
+    (tmp_path / "kustomization.yaml").write_text(BASE_KUSTOMIZATION + PATCH % ("j.b", operations))
+    assert render(tmp_path)[0]["spec"] == {"entrypoint": "b", "l": [2, 3, 4], "a/b": {"c": 1}}
