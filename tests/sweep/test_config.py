@@ -127,4 +127,12 @@ def test_overrides_and_missing_files(tmp_path):
 def test_cli_flags_are_frozen():
     """New flags are a public-surface change: add them here on purpose."""
     parser_flags = set(vars(parse_args([])))
-    assert parser_flags == {"config", "address", "storage_path", "resume", "dry_run", "overrides"}
+    assert parser_flags == {
+        "config",
+        "address",
+        "storage_path",
+        "tracking_uri",
+        "resume",
+        "dry_run",
+        "overrides",
+    }

@@ -25,6 +25,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--address", default=None, help="address of a running Ray cluster")
     parser.add_argument("--storage-path", default=None, help="where Tune keeps results")
     parser.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="MLflow server (http://host:port); default: SQLite file under the storage path",
+    )
+    parser.add_argument(
         "--resume", action="store_true", help="continue the latest interrupted run of this sweep"
     )
     parser.add_argument(
@@ -57,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     from versatil.sweep.runner import run_sweep
     from versatil.sweep.summary import format_table
 
-    outcome = run_sweep(config, address=args.address, resume=args.resume)
+    outcome = run_sweep(
+        config, address=args.address, resume=args.resume, tracking_uri=args.tracking_uri
+    )
     marks = {outcome.best.trial_id: "*"} if outcome.best else {}
     print()
     print(format_table(outcome.rows, config.objective.metric, marks))
@@ -79,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"best checkpoint: {best.checkpoint}")
     print(f"results: {outcome.experiment_dir}")
+    print(
+        f"mlflow: experiment {config.experiment_name!r}, parent run "
+        f"{outcome.tracking.parent_run_id} at {outcome.tracking.tracking_uri}"
+    )
     return 0
 
 

@@ -201,9 +201,6 @@ class MlflowSection(pydantic.BaseModel):
     log_checkpoints: Literal["best", "all", "none"] = pydantic.Field(
         "best", description="Which trials' checkpoints are logged as artifacts."
     )
-    register_best: str | None = pydantic.Field(
-        None, description="Register the best model under this name."
-    )
 
 
 class SweepConfig(pydantic.BaseModel):

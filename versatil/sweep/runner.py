@@ -14,10 +14,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import yaml
+
 from versatil.errors import ConfigError
 from versatil.sweep.config import NumericAxis, SweepConfig
 from versatil.sweep.space import build_param_space
-from versatil.sweep.summary import TrialRow, best_row
+from versatil.sweep.summary import TrialRow, best_row, format_table
+from versatil.sweep.tracking import (
+    SweepTracker,
+    TrackingContext,
+    check_server,
+    default_tracking_uri,
+    open_sweep_run,
+)
 from versatil.sweep.trial import REASON, STATUS, run_trial
 
 __all__ = ["SweepOutcome", "connect_ray", "experiment_dirs", "rows_from_results", "run_sweep"]
@@ -32,12 +41,14 @@ class SweepOutcome:
         rows: One row per trial.
         best: The best trial, or ``None`` when no trial produced a finite objective.
         wall_s: Seconds from start to the last trial's end.
+        tracking: Where the sweep's MLflow runs are.
     """
 
     experiment_dir: Path
     rows: list[TrialRow]
     best: TrialRow | None
     wall_s: float
+    tracking: TrackingContext
 
 
 def connect_ray(address: str | None) -> None:
@@ -179,6 +190,7 @@ def run_sweep(
     *,
     address: str | None = None,
     resume: bool = False,
+    tracking_uri: str | None = None,
     callbacks: Sequence[Any] = (),
     stream: TextIO = sys.stdout,
     on_start: Callable[[Path], None] | None = None,
@@ -190,6 +202,8 @@ def run_sweep(
         address: A Ray cluster to connect to; ``None`` starts (or reuses) a local Ray.
         resume: Continue the latest interrupted run of this sweep; finished trials are
             not rerun.
+        tracking_uri: The MLflow tracking URI; default ``mlflow.tracking_uri`` of the sweep,
+            else an embedded SQLite file under the storage path.
         callbacks: Extra Tune callbacks.
         stream: Where progress lines go.
         on_start: Called with the experiment directory before trials start.
@@ -209,16 +223,30 @@ def run_sweep(
                 "run it without --resume first"
             )
         experiment_dir = previous[-1]
+    else:
+        experiment_dir = storage / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    uri = tracking_uri or config.mlflow.tracking_uri or default_tracking_uri(storage)
+    check_server(uri)
     connect_ray(address)
+    context = open_sweep_run(
+        tracking_uri=uri,
+        experiment=config.experiment_name,
+        experiment_dir=experiment_dir,
+        storage_dir=storage,
+        sweep_yaml=yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False),
+        objective=config.objective.metric,
+        mode=config.objective.mode,
+    )
+    sweep_tracker = SweepTracker(context, config.mlflow.log_checkpoints)
     resources = config.resources
     # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
     distributed = resources.workers_per_trial > 1
     trainable = tune.with_resources(
-        tune.with_parameters(run_trial, sweep=config),
+        tune.with_parameters(run_trial, sweep=config, tracking=context),
         {"cpu": 0.01} if distributed else {"cpu": resources.cpu, "gpu": resources.gpu},
     )
     progress = ProgressPrinter(config, stream)
-    all_callbacks = [progress.callback, *callbacks]
+    all_callbacks = [progress.callback, sweep_tracker.callback(), *callbacks]
     if resume:
         tuner = tune.Tuner.restore(
             str(experiment_dir), trainable, resume_unfinished=True, resume_errored=True
@@ -226,8 +254,7 @@ def run_sweep(
         # Restored tuners keep their RunConfig; progress and tracking callbacks are new.
         tuner._local_tuner._run_config.callbacks = all_callbacks
     else:
-        name = f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        experiment_dir = storage / name
+        name = experiment_dir.name
         tuner = tune.Tuner(
             trainable,
             param_space=build_param_space(config),
@@ -259,9 +286,13 @@ def run_sweep(
         on_start(experiment_dir)
     results = tuner.fit()
     rows = rows_from_results(results, config)
+    best = best_row(rows, config.objective.mode)
+    marks = {best.trial_id: "*"} if best else {}
+    sweep_tracker.finish_sweep(rows, best, format_table(rows, config.objective.metric, marks))
     return SweepOutcome(
         experiment_dir=experiment_dir,
         rows=rows,
-        best=best_row(rows, config.objective.mode),
+        best=best,
         wall_s=time.perf_counter() - start,
+        tracking=context,
     )

@@ -94,3 +94,38 @@ def format_table(
         cells = [cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True)]
         lines.append("  ".join([*cells, line[-1]]).rstrip())
     return "\n".join(lines)
+
+
+def pareto_front(rows: Sequence[TrialRow], mode: str) -> set[str]:
+    """Trial ids on the Pareto front of objective vs ``samples_per_sec``.
+
+    A trial is on the front when no other trial is at least as good on both (a better or
+    equal objective and at least its throughput) and strictly better on one.
+    """
+    sign = 1.0 if mode == "min" else -1.0
+    points = {
+        r.trial_id: (sign * r.objective, -float(r.metrics["samples_per_sec"]))
+        for r in rows
+        if r.status in ("completed", "stopped")
+        and r.objective is not None
+        and math.isfinite(r.objective)
+        and r.metrics.get("samples_per_sec") is not None
+    }
+    return {
+        trial
+        for trial, (a, b) in points.items()
+        if not any(
+            (c <= a and d <= b) and (c < a or d < b)
+            for other, (c, d) in points.items()
+            if other != trial
+        )
+    }
+
+
+def summary_marks(rows: Sequence[TrialRow], mode: str) -> dict[str, str]:
+    """``*`` for the best trial, ``P`` for the others on the Pareto front."""
+    marks = {trial: "P" for trial in pareto_front(rows, mode)}
+    best = best_row(rows, mode)
+    if best is not None:
+        marks[best.trial_id] = "*"
+    return marks

@@ -15,6 +15,7 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.sweep.config import ENUM_AXES, NONE, SweepConfig
+from versatil.sweep.tracking import TrackingContext, TrialTracker
 from versatil.training.config import TrainConfig
 
 __all__ = ["STATUS", "run_trial", "train_config_for", "worst_value"]
@@ -107,7 +108,9 @@ def end_result(sweep: SweepConfig, status: str, reason: str) -> dict[str, Any]:
     }
 
 
-def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
+def run_trial(
+    axes: dict[str, Any], sweep: SweepConfig, tracking: TrackingContext | None = None
+) -> None:
     """Runs one trial inside a Tune worker; reports every epoch with its checkpoint.
 
     Infeasible settings end the trial with one result whose status is ``infeasible`` and
@@ -125,10 +128,20 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
     except ConfigError as error:
         tune.report({**end_result(sweep, "failed", str(error)), **_process_facts()})
         return
+    tracker = None
+    if tracking is not None:
+        context = tune.get_context()
+        tracker = TrialTracker(
+            tracking,
+            trial_id=context.get_trial_id(),
+            trial_name=context.get_trial_name(),
+            axes=axes,
+            config=config,
+        )
     if sweep.resources.workers_per_trial > 1:
         from versatil.sweep.distributed import run_distributed_trial
 
-        run_distributed_trial(config, sweep)
+        run_distributed_trial(config, sweep, tracking)
         return
     trial_dir = Path(tune.get_context().get_trial_dir())
     checkpoint_dir = trial_dir / "checkpoint"
@@ -138,6 +151,8 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
 
     def report(trainer: Any, metrics: dict[str, float]) -> None:
         result = epoch_result(trainer, metrics, fit_start, resumed)
+        if tracker is not None:
+            tracker.log_epoch(result, sweep.objective.metric)
         tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
 
     try:
