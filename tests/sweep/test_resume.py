@@ -76,6 +76,22 @@ def test_resume_after_sigkill_reruns_nothing_finished(ray_cluster, tmp_path):
         assert after[trial_id] == results, f"{trial_id} was rerun"
         assert f"] {trial_id} epoch" not in resumed.stdout
 
+    # MLflow: the resume continued the same parent run, with one child run per trial.
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
+    (parent,) = client.search_runs(
+        [client.get_experiment_by_name("killed").experiment_id],
+        filter_string="tags.`versatil.objective` = 'val_loss'",
+    )
+    children = client.search_runs(
+        [parent.info.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+    )
+    assert len(children) == 4
+    assert {c.data.tags["versatil.status"] for c in children} == {"completed"}
+    assert parent.info.status == "FINISHED"
+
 
 def test_resume_without_an_earlier_run_is_a_clear_error(tmp_path):
     result = subprocess.run(

@@ -86,3 +86,84 @@ def test_missing_tracking_server_is_a_clear_error(sweep_config):
         "--tracking-uri: no MLflow server answers at 'http://127.0.0.1:9' ("
     )
     assert "omit --tracking-uri to use the embedded SQLite store" in str(error.value)
+
+
+def test_a_killed_and_retried_trial_continues_its_own_run(ray_cluster, sweep_config):
+    import os
+    import signal
+
+    from ray import tune
+
+    killed = []
+
+    class KillFirstWorkerOnce(tune.Callback):
+        """A real fault: SIGKILL the worker process of the first trial after its second epoch."""
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            if not killed and result.get("epoch") == 1 and result.get("status") == "running":
+                killed.append(trial.trial_id)
+                os.kill(result["pid"], signal.SIGKILL)
+
+    config = sweep_config(
+        name="retried",
+        space={"lr": {"grid": [0.003, 0.01]}},
+        trainer={"max_epochs": 4, "accelerator": "cpu"},
+        max_failures=2,
+    )
+    outcome = sweep(config, callbacks=[KillFirstWorkerOnce()])
+    assert killed
+    client = MlflowClient(outcome.tracking.tracking_uri)
+    children = child_runs(client, outcome.tracking)
+    assert len(children) == len(outcome.rows) == 2
+    (run,) = [r for r in children if r.data.tags["versatil.trial_id"] == killed[0]]
+    assert run.data.tags["versatil.status"] == "completed"
+    assert run.info.status == "FINISHED"
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")]
+    # Restored from its last committed checkpoint, an epoch may be logged again; never a new run.
+    assert sorted(set(steps)) == [0, 1, 2, 3] and steps[-1] == 3
+    (row,) = [r for r in outcome.rows if r.trial_id == killed[0]]
+    assert row.metrics["resumed"] and row.status == "completed"
+
+
+def test_report_reads_the_runs_back(ray_cluster, mlflow_server, sweep_config, tmp_path, capsys):
+    import json
+
+    from versatil.sweep.__main__ import main
+    from versatil.sweep.report import load_report, render
+
+    config = sweep_config(name="reported", space={"precision": ["32", "bf16-true", "16-mixed"]})
+    outcome = sweep(config, tracking_uri=mlflow_server)
+    report = load_report(mlflow_server, "reported")
+    assert report.context.parent_run_id == outcome.tracking.parent_run_id
+    records = {r["trial_id"]: r for r in json.loads(render(report, "json"))}
+    assert set(records) == {r.trial_id for r in outcome.rows}
+    for row in outcome.rows:
+        record = records[row.trial_id]
+        assert record["precision"] == row.axes["precision"] and record["status"] == row.status
+        if row.status == "completed":
+            assert record["val_loss"] == pytest.approx(row.objective)
+            assert record["samples_per_sec"] == pytest.approx(row.metrics["samples_per_sec"])
+            assert record["epochs"] == row.epochs
+    assert [r["trial_id"] for r in records.values() if r["best"]] == [outcome.best.trial_id]
+    assert records[outcome.best.trial_id]["pareto"]
+
+    output = tmp_path / "report"
+    code = main(["report", "reported", "--tracking-uri", mlflow_server, "--output", str(output)])
+    out = capsys.readouterr().out
+    assert code == 0 and "* best trial, P other trials on the Pareto front" in out
+    for row in outcome.rows:
+        assert row.trial_id in out
+    for name in ("objective_vs_throughput.png", "throughput_by_settings.png"):
+        assert (output / name).read_bytes()[:4] == b"\x89PNG"
+    client = MlflowClient(mlflow_server)
+    logged = {a.path for a in client.list_artifacts(outcome.tracking.parent_run_id, "report")}
+    assert "report/objective_vs_throughput.png" in logged and "report/report.csv" in logged
+
+
+def test_report_of_an_unknown_experiment_lists_the_choices(mlflow_server):
+    from versatil.sweep.report import load_report
+
+    with pytest.raises(
+        ConfigError, match=r"report: no MLflow experiment 'nope' at .*; choose from"
+    ):
+        load_report(mlflow_server, "nope")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from versatil.cli_common import parse_assignment, run_cli
+from versatil.sweep.report import FORMATS
 
 DEFAULT_SWEEP = Path(__file__).resolve().parents[2] / "sweeps" / "quickstart.yaml"
 
@@ -46,7 +47,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def parse_report_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m versatil.sweep report",
+        description="Compare a sweep's trials, read back from MLflow; plots go to the parent run.",
+    )
+    parser.add_argument("experiment", help="the sweep's MLflow experiment (its name)")
+    parser.add_argument("--tracking-uri", default=None, help="default: the embedded SQLite store")
+    parser.add_argument(
+        "--storage-path", default="runs/sweeps", help="storage path holding the embedded store"
+    )
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--output", type=Path, default=None, help="default: runs/reports/NAME")
+    return parser.parse_args(argv)
+
+
+def report_main(argv: list[str]) -> int:
+    """``report``: print the comparison and log plots, CSV and markdown to the parent run."""
+    args = parse_report_args(argv)
+    from versatil.sweep.report import load_report, log_report, render
+    from versatil.sweep.tracking import default_tracking_uri
+
+    uri = args.tracking_uri or default_tracking_uri(Path(args.storage_path).resolve())
+    report = load_report(uri, args.experiment)
+    print(render(report, args.format))
+    output = args.output or Path("runs/reports") / args.experiment
+    paths = log_report(report, output)
+    if args.format == "table":
+        print(f"plots: {', '.join(str(p) for p in paths if p.suffix == '.png')}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"]:
+        return report_main(argv[1:])
     args = parse_args(argv)
     from versatil.sweep.config import load_sweep
 
@@ -59,15 +94,18 @@ def main(argv: list[str] | None = None) -> int:
 
         print_dry_run(config)
         return 0
+    from versatil.sweep.report import load_report, log_report, render
     from versatil.sweep.runner import run_sweep
-    from versatil.sweep.summary import format_table
 
     outcome = run_sweep(
         config, address=args.address, resume=args.resume, tracking_uri=args.tracking_uri
     )
-    marks = {outcome.best.trial_id: "*"} if outcome.best else {}
+    # The summary is the report: read back from MLflow, with the same table and plots.
+    tracking = outcome.tracking
+    report = load_report(tracking.tracking_uri, config.experiment_name, tracking.parent_run_id)
     print()
-    print(format_table(outcome.rows, config.objective.metric, marks))
+    print(render(report, "table"))
+    plots = log_report(report, outcome.experiment_dir / "report")
     print()
     counts = {}
     for row in outcome.rows:
@@ -86,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"best checkpoint: {best.checkpoint}")
     print(f"results: {outcome.experiment_dir}")
+    print(f"plots: {', '.join(str(p) for p in plots if p.suffix == '.png')}")
     print(
         f"mlflow: experiment {config.experiment_name!r}, parent run "
         f"{outcome.tracking.parent_run_id} at {outcome.tracking.tracking_uri}"

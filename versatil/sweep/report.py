@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from versatil.errors import ConfigError
-from versatil.sweep.summary import THROUGHPUT_COLUMNS, TrialRow, format_table, summary_marks
+from versatil.sweep.summary import (
+    SETTINGS_COLUMNS,
+    THROUGHPUT_COLUMNS,
+    TrialRow,
+    format_table,
+    summary_marks,
+)
 from versatil.sweep.tracking import STATUS_TAG, TRIAL_ID_TAG, TrackingContext, child_runs
 
 __all__ = ["FORMATS", "SweepReport", "load_report", "render", "write_plots"]
@@ -83,7 +89,11 @@ def load_report(
         metrics = dict(run.data.metrics)
         value = metrics.get(objective)
         history = client.get_metric_history(run.info.run_id, objective) if value is not None else []
-        axes = {k: _number(v) for k, v in run.data.params.items() if k not in _NOT_AXES}
+        axes = {
+            k: v if k in SETTINGS_COLUMNS else _number(v)
+            for k, v in run.data.params.items()
+            if k not in _NOT_AXES
+        }
         rows.append(
             TrialRow(
                 trial_id=run.data.tags.get(TRIAL_ID_TAG, run.info.run_id),
