@@ -41,46 +41,8 @@ def ray_cluster():
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory):
     """A real ``mlflow server`` on 127.0.0.1 (SQLite backend, local artifacts), one per session."""
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
+    from tests.mlflow_server import start_mlflow_server, stop_mlflow_server
 
-    root = tmp_path_factory.mktemp("mlflow-server")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {
-        **os.environ,
-        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-        "MLFLOW_DISABLE_TELEMETRY": "true",
-    }
-    server = subprocess.Popen(
-        [
-            sys.executable, "-m", "mlflow", "server",
-            "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-            "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-            "--artifacts-destination", str(root / "artifacts"),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=(root / "server.log").open("w"),
-        start_new_session=True,
-    )  # fmt: skip
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=2):
-                break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                raise RuntimeError(
-                    f"mlflow server did not start: {(root / 'server.log').read_text()}"
-                ) from None
-            time.sleep(0.5)
+    server, uri = start_mlflow_server(tmp_path_factory.mktemp("mlflow-server"))
     yield uri
-    os.killpg(server.pid, 15)
-    server.wait(timeout=20)
+    stop_mlflow_server(server)

@@ -23,6 +23,7 @@ def test_parent_and_child_runs_on_a_real_server(ray_cluster, mlflow_server, swee
         name="tracked",
         space={"precision": ["32", "16-mixed"], "lr": {"grid": [0.003, 0.01]}},
         trainer={"max_epochs": 3, "accelerator": "cpu"},
+        mlflow={"register_best": "reaching-policy"},
     )
     outcome = sweep(config, tracking_uri=mlflow_server)
     client = MlflowClient(mlflow_server)
@@ -37,6 +38,7 @@ def test_parent_and_child_runs_on_a_real_server(ray_cluster, mlflow_server, swee
         run = by_trial[row.trial_id]
         assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
         assert run.data.tags["versatil.status"] == row.status
+        assert run.data.tags["versatil.trial_name"].endswith(row.trial_id)
         assert run.data.params["precision"] == row.axes["precision"]
         assert run.data.params["compile_mode"] == "none"
         assert run.data.params["matmul_precision"] == "none"
@@ -67,6 +69,10 @@ def test_parent_and_child_runs_on_a_real_server(ray_cluster, mlflow_server, swee
     others = [r for t, r in by_trial.items() if t != outcome.best.trial_id]
     assert all(not client.list_artifacts(r.info.run_id, "checkpoint") for r in others)
     assert experiment is not None
+
+    (version,) = client.search_model_versions("name='reaching-policy'")
+    assert version.run_id == best_run.info.run_id
+    assert version.source.endswith("/checkpoint")
 
 
 def test_embedded_sqlite_store_is_the_default(ray_cluster, sweep_config, tmp_path):

@@ -201,6 +201,9 @@ class MlflowSection(pydantic.BaseModel):
     log_checkpoints: Literal["best", "all", "none"] = pydantic.Field(
         "best", description="Which trials' checkpoints are logged as artifacts."
     )
+    register_best: str | None = pydantic.Field(
+        None, description="Register the best trial's checkpoint in the Model Registry as NAME."
+    )
 
 
 class SweepConfig(pydantic.BaseModel):

@@ -5,6 +5,7 @@ Nothing here imports torch or Lightning; the trials do, in their (reused) worker
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import os
@@ -227,17 +228,24 @@ def run_sweep(
         experiment_dir = storage / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     uri = tracking_uri or config.mlflow.tracking_uri or default_tracking_uri(storage)
     check_server(uri)
-    connect_ray(address)
-    context = open_sweep_run(
-        tracking_uri=uri,
-        experiment=config.experiment_name,
-        experiment_dir=experiment_dir,
-        storage_dir=storage,
-        sweep_yaml=yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False),
-        objective=config.objective.metric,
-        mode=config.objective.mode,
+    # Opening MLflow (imports, a new store's schema) overlaps starting Ray: both are
+    # seconds of mostly waiting, paid before any trial can start.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        opening = pool.submit(
+            open_sweep_run,
+            tracking_uri=uri,
+            experiment=config.experiment_name,
+            experiment_dir=experiment_dir,
+            storage_dir=storage,
+            sweep_yaml=yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False),
+            objective=config.objective.metric,
+            mode=config.objective.mode,
+        )
+        connect_ray(address)
+        context = opening.result()
+    sweep_tracker = SweepTracker(
+        context, config.mlflow.log_checkpoints, config.mlflow.register_best
     )
-    sweep_tracker = SweepTracker(context, config.mlflow.log_checkpoints)
     resources = config.resources
     # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
     distributed = resources.workers_per_trial > 1

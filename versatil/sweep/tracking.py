@@ -10,6 +10,7 @@ a crash), and logs checkpoints as artifacts under their ``CheckpointFilename`` n
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -190,7 +191,12 @@ class TrialTracker:
         run = self.client.create_run(
             context.experiment_id,
             run_name=trial_name,
-            tags={PARENT_TAG: context.parent_run_id, TRIAL_ID_TAG: trial_id, STATUS_TAG: "running"},
+            tags={
+                PARENT_TAG: context.parent_run_id,
+                TRIAL_ID_TAG: trial_id,
+                "versatil.trial_name": trial_name,
+                STATUS_TAG: "running",
+            },
         )
         self.run_id = run.info.run_id
         params = {
@@ -247,9 +253,12 @@ def log_checkpoint(client: Any, run_id: str, checkpoint_dir: str) -> None:
 class SweepTracker:
     """The driver's side: final statuses of child runs, checkpoints, the parent's summary."""
 
-    def __init__(self, context: TrackingContext, log_checkpoints: str) -> None:
+    def __init__(
+        self, context: TrackingContext, log_checkpoints: str, register_best: str | None = None
+    ) -> None:
         self.context = context
         self.log_checkpoints = log_checkpoints
+        self.register_best = register_best
         self.client = _client(context.tracking_uri)
 
     def callback(self) -> Any:
@@ -279,15 +288,30 @@ class SweepTracker:
         """Tags a child run with its final status and reason and ends it."""
         finish_child_run(self.client, self.context, trial_id, status, str(result.get("reason", "")))
 
+    def _register(self, run: Any) -> None:
+        """A new version of the registered model, pointing at the best checkpoint."""
+        from mlflow.exceptions import MlflowException
+
+        with contextlib.suppress(MlflowException):  # it exists: add a version
+            self.client.create_registered_model(self.register_best)
+        self.client.create_model_version(
+            self.register_best,
+            source=f"{run.info.artifact_uri}/checkpoint",
+            run_id=run.info.run_id,
+            tags={TRIAL_ID_TAG: run.data.tags[TRIAL_ID_TAG]},
+        )
+
     def finish_sweep(self, rows: list[Any], best: Any | None, summary: str) -> None:
         """Logs checkpoints per ``mlflow.log_checkpoints`` and the summary, ends the parent."""
-        chosen = rows if self.log_checkpoints == "all" else [best] if best else []
-        if self.log_checkpoints == "none":
-            chosen = []
+        chosen = {"all": rows, "best": [best] if best else [], "none": []}[self.log_checkpoints]
+        if self.register_best and best is not None and best not in chosen:
+            chosen = [*chosen, best]  # a registered model needs its checkpoint logged
         for row in chosen:
             run = find_child_run(self.client, self.context, row.trial_id)
             if run is not None and row.checkpoint and Path(row.checkpoint).is_dir():
                 log_checkpoint(self.client, run.info.run_id, row.checkpoint)
+                if self.register_best and row is best:
+                    self._register(run)
         parent = self.context.parent_run_id
         if best is not None:
             self.client.set_tag(parent, "versatil.best_trial_id", best.trial_id)

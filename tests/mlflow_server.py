@@ -1,0 +1,52 @@
+"""Start and stop a real, light ``mlflow server`` on 127.0.0.1 (tests and docs scripts)."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def start_mlflow_server(root: Path, timeout_s: float = 90) -> tuple[subprocess.Popen, str]:
+    """Starts a server (SQLite backend, local artifacts under ``root``); returns it and its URI."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+    }
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "mlflow", "server",
+            "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+            "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+            "--artifacts-destination", str(root / "artifacts"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(root / "server.log").open("w"),
+        start_new_session=True,
+    )  # fmt: skip
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2):
+                return server, uri
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                stop_mlflow_server(server)
+                log = (root / "server.log").read_text()
+                raise RuntimeError(f"mlflow server did not start: {log}") from None
+            time.sleep(0.5)
+
+
+def stop_mlflow_server(server: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group, then wait for it."""
+    if server.poll() is None:
+        os.killpg(server.pid, 15)
+    server.wait(timeout=20)
