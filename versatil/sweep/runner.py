@@ -19,7 +19,7 @@ import yaml
 
 from versatil.errors import ConfigError
 from versatil.sweep.config import NumericAxis, SweepConfig
-from versatil.sweep.space import build_param_space
+from versatil.sweep.space import build_param_space, numeric_domain
 from versatil.sweep.summary import TrialRow, best_row, format_table
 from versatil.sweep.tracking import (
     SweepTracker,
@@ -99,13 +99,11 @@ def _make_scheduler(config: SweepConfig) -> Any:
     if section.type == "pbt":
         from ray.tune.schedulers import PopulationBasedTraining
 
-        from versatil.sweep.space import _domain
-
         return PopulationBasedTraining(
             time_attr="training_iteration",
             perturbation_interval=section.perturbation_interval,
             hyperparam_mutations={
-                name: _domain(axis) if isinstance(axis, NumericAxis) else axis
+                name: numeric_domain(axis) if isinstance(axis, NumericAxis) else axis
                 for name, axis in section.hyperparam_mutations.items()
             },
             quantile_fraction=section.quantile_fraction,

@@ -12,10 +12,11 @@ from typing import Any
 
 from versatil.sweep.config import ENUM_AXES, NumericAxis, SweepConfig
 
-__all__ = ["build_param_space", "describe_axis", "expand_trials"]
+__all__ = ["build_param_space", "describe_axis", "expand_trials", "numeric_domain"]
 
 
-def _domain(axis: NumericAxis) -> Any:
+def numeric_domain(axis: NumericAxis) -> Any:
+    """The Ray Tune domain of a numeric axis (also PBT's mutation ranges)."""
     from ray import tune
 
     kind, args = axis.kind, axis.args
@@ -44,7 +45,7 @@ def build_param_space(config: SweepConfig) -> dict[str, Any]:
             grid = config.search.algorithm == "grid"
             space[name] = tune.grid_search(axis) if grid else tune.choice(axis)
         elif isinstance(axis, NumericAxis):
-            space[name] = _domain(axis)
+            space[name] = numeric_domain(axis)
         else:
             space[name] = axis
     return space
