@@ -72,7 +72,9 @@ def main() -> int:
             page.get_by_text(parent.info.run_name).first.wait_for(timeout=60_000)
             for name in names:  # collapsed: the children are not listed yet
                 assert page.get_by_text(name, exact=True).count() == 0, f"{name} not nested"
-            page.get_by_role("button", name="Expand").first.click()
+            # The expand control is the icon button in the parent row's Run Name cell.
+            parent_row = page.locator(".ag-row", has_text=parent.info.run_name).first
+            parent_row.locator("button[data-component-id*='runnamecellrenderer']").click()
             for name in names:
                 page.get_by_text(name, exact=True).first.wait_for(timeout=30_000)
             page.screenshot(path=str(REPO / "docs" / "mlflow_ui_nested_runs.png"))
@@ -82,7 +84,8 @@ def main() -> int:
             page.get_by_text("precision", exact=True).first.wait_for(timeout=60_000)
             page.get_by_text(child.data.params["precision"], exact=True).first.wait_for()
             page.get_by_text(parent.info.run_name).first.wait_for()
-            page.screenshot(path=str(REPO / "docs" / "mlflow_ui_child_run.png"), full_page=True)
+            page.get_by_text("precision", exact=True).first.scroll_into_view_if_needed()
+            page.screenshot(path=str(REPO / "docs" / "mlflow_ui_child_run.png"))
             browser.close()
         print(
             f"ok: {len(names)} child runs nested under {parent.info.run_name}; "
