@@ -1,7 +1,6 @@
 """Real sweeps on a real multi-node Ray cluster, each trial a real Lightning fit."""
 
 import io
-import json
 from pathlib import Path
 
 from versatil.sweep.runner import run_sweep
@@ -11,14 +10,6 @@ def run(config):
     stream = io.StringIO()
     outcome = run_sweep(config, stream=stream)
     return outcome, stream.getvalue()
-
-
-def results_of(experiment_dir: Path) -> dict[str, list[dict]]:
-    """Every reported result of every trial, read from Tune's result.json files."""
-    out = {}
-    for path in experiment_dir.glob("*/result.json"):
-        out[path.parent.name] = [json.loads(line) for line in path.read_text().splitlines()]
-    return out
 
 
 def test_grid_over_enum_axes_is_the_cross_product_with_reasons(ray_cluster, sweep_config):

@@ -2,7 +2,6 @@
 
 import io
 
-import lightning
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -65,7 +64,6 @@ def test_parent_and_child_runs_on_a_real_server(ray_cluster, mlflow_server, swee
     state = torch.load(ckpt, weights_only=False)
     assert CheckpointKey.STATE_DICT in state and CheckpointKey.INPUT_STATS in state
     BehaviorCloningPolicy.load_from_checkpoint(ckpt)
-    assert lightning.__version__
     others = [r for t, r in by_trial.items() if t != outcome.best.trial_id]
     assert all(not client.list_artifacts(r.info.run_id, "checkpoint") for r in others)
     assert experiment is not None
