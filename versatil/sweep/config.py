@@ -16,7 +16,8 @@ import pydantic
 import yaml
 
 from versatil.errors import ConfigError, describe_validation_error
-from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
+from versatil.training.constants import PrecisionType
+from versatil.training.settings import SETTING_ENUMS
 
 __all__ = [
     "ENUM_AXES",
@@ -31,11 +32,7 @@ __all__ = [
 NONE = "none"
 """The value of an optional enum axis that means "not set": eager, or torch's default."""
 
-ENUM_AXES: dict[str, type[enum.StrEnum]] = {
-    "precision": PrecisionType,
-    "compile_mode": CompileMode,
-    "matmul_precision": Float32MatmulPrecision,
-}
+ENUM_AXES: dict[str, type[enum.StrEnum]] = SETTING_ENUMS
 """The settings axes, each drawn from its enum."""
 
 NUMERIC_KINDS = ("choice", "grid", "uniform", "loguniform", "randint")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from versatil.sweep.config import SweepConfig
+from versatil.sweep.config import ENUM_AXES, SweepConfig
 from versatil.sweep.space import expand_trials
 from versatil.sweep.trial import train_config_for
 
@@ -16,8 +16,9 @@ def trial_feasibility(config: SweepConfig) -> list[tuple[dict, str | None]]:
     device = DeviceInfo.detect(config.trainer.accelerator)
     out = []
     for axes in expand_trials(config):
-        sampled = {k: v for k, v in axes.items() if not isinstance(v, str) or "(" not in v}
-        reason = train_config_for(sampled, config).settings.infeasibility_reason(device)
+        # Only the enum axes decide feasibility; sampled numeric axes show as text here.
+        settings = {name: value for name, value in axes.items() if name in ENUM_AXES}
+        reason = train_config_for(settings, config).settings.infeasibility_reason(device)
         out.append((axes, reason))
     return out
 

@@ -9,15 +9,9 @@ import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error
 from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
-from versatil.training.settings import TrialSettings, parse_enum
+from versatil.training.settings import TrialSettings, parse_setting
 
 __all__ = ["TrainConfig"]
-
-_ENUM_FIELDS = {
-    "precision": PrecisionType,
-    "compile_mode": CompileMode,
-    "matmul_precision": Float32MatmulPrecision,
-}
 
 
 class TrainConfig(pydantic.BaseModel):
@@ -50,9 +44,7 @@ class TrainConfig(pydantic.BaseModel):
     @pydantic.field_validator("precision", "compile_mode", "matmul_precision", mode="before")
     @classmethod
     def _parse_enum(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
-        if value is None or (info.field_name != "precision" and str(value).lower() == "none"):
-            return None
-        return parse_enum(info.field_name, value, _ENUM_FIELDS[info.field_name])
+        return parse_setting(info.field_name, value)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], prefix: str = "") -> TrainConfig:

@@ -25,6 +25,7 @@ __all__ = [
     "apply_settings",
     "compile_targets",
     "parse_enum",
+    "parse_setting",
     "reset_process_state",
 ]
 
@@ -60,6 +61,27 @@ def parse_enum(field: str, value: object, enum_type: type[E]) -> E:
         raise SettingsError(
             f"{field}: {value!r} is not a {enum_type.__name__}; choose from {choices(enum_type)}"
         ) from None
+
+
+SETTING_ENUMS: dict[str, type[enum.StrEnum]] = {
+    "precision": PrecisionType,
+    "compile_mode": CompileMode,
+    "matmul_precision": Float32MatmulPrecision,
+}
+
+
+def parse_setting(field: str, value: object) -> enum.StrEnum | None:
+    """Parses one of the :data:`SETTING_ENUMS` fields from user input.
+
+    ``None`` means unset; for the optional fields (all but ``precision``) so does
+    ``"none"`` in any case.
+
+    Raises:
+        SettingsError: naming the field, the value and the valid choices.
+    """
+    if value is None or (field != "precision" and str(value).lower() == "none"):
+        return None
+    return parse_enum(field, value, SETTING_ENUMS[field])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -128,18 +150,14 @@ class TrialSettings:
         """
         errors: list[str] = []
         parsed: dict[str, Any] = {}
-        for field, enum_type in (
-            ("precision", PrecisionType),
-            ("compile_mode", CompileMode),
-            ("matmul_precision", Float32MatmulPrecision),
-        ):
-            value = config.get(field)
-            if value is None or (field != "precision" and str(value).lower() == "none"):
-                continue
+        for field in SETTING_ENUMS:
             try:
-                parsed[field] = parse_enum(field, value, enum_type)
+                member = parse_setting(field, config.get(field))
             except SettingsError as error:
                 errors.append(str(error))
+            else:
+                if member is not None:
+                    parsed[field] = member
         if errors:
             raise SettingsError("; ".join(errors))
         return cls(**parsed)
