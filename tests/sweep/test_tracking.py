@@ -92,6 +92,21 @@ def test_missing_tracking_server_is_a_clear_error(sweep_config):
     assert "omit --tracking-uri to use the embedded SQLite store" in str(error.value)
 
 
+def test_a_store_that_cannot_open_stops_the_sweep_with_one_clear_error(
+    ray_cluster, sweep_config, tmp_path
+):
+    # The parent run opens while the trials start; the first result waits for it.
+    config = sweep_config(name="unopenable", space={"lr": {"grid": [0.003]}})
+    blocker = tmp_path / "a-file"  # where the store's directory would have to be
+    blocker.write_text("")
+    uri = f"sqlite:///{blocker / 'mlflow.db'}"
+    with pytest.raises(ConfigError) as error:
+        sweep(config, tracking_uri=uri)
+    message = str(error.value)
+    assert message.startswith("MLflow: cannot open the sweep's parent run (")
+    assert "continue with --resume" in message and "\n" not in message
+
+
 def test_a_killed_and_retried_trial_continues_its_own_run(ray_cluster, sweep_config):
     import os
     import signal

@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from versatil.sweep.config import SweepConfig
-from versatil.sweep.tracking import TrackingContext, TrialTracker
 from versatil.sweep.trial import _process_facts, end_result, epoch_result
 from versatil.training.config import TrainConfig
 
 __all__ = ["run_distributed_trial"]
 
 
-def run_distributed_trial(
-    config: TrainConfig, sweep: SweepConfig, tracking: TrackingContext | None
-) -> None:
+def run_distributed_trial(config: TrainConfig, sweep: SweepConfig) -> None:
     """Fits ``config`` on ``resources.workers_per_trial`` Ray Train workers."""
     import ray.train
     from ray import tune
@@ -37,8 +34,6 @@ def run_distributed_trial(
         train_loop_config={
             "config": config.to_yaml_dict(),
             "sweep": sweep,
-            "tracking": tracking,
-            "trial_id": tune.get_context().get_trial_id(),
         },
         torch_config=TorchConfig(backend="nccl" if resources.gpu else "gloo"),
         scaling_config=ray.train.ScalingConfig(
@@ -67,20 +62,11 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
     config = TrainConfig.from_mapping(loop_config["config"])
     sweep: SweepConfig = loop_config["sweep"]
     checkpoint_dir = Path(tempfile.mkdtemp(prefix="versatil-ddp-"))
-    tracking: TrackingContext | None = loop_config["tracking"]
-    tracker = None
-    if tracking is not None and ray.train.get_context().get_world_rank() == 0:
-        # The trial's coordinator opened the child run; rank 0 continues it.
-        tracker = TrialTracker(
-            tracking, trial_id=loop_config["trial_id"], trial_name="", axes={}, config=config
-        )
     fit_start = time.perf_counter()
 
     def report(trainer: Any, metrics: dict[str, float]) -> None:
         # Every rank reports (Ray Train synchronizes on it); rank 0 brings the checkpoint.
         result = epoch_result(trainer, metrics, fit_start, resumed=False)
-        if tracker is not None:
-            tracker.log_epoch(result, sweep.objective.metric)
         checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
         ray.train.report(result, checkpoint=checkpoint if trainer.is_global_zero else None)
 

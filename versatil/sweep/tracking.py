@@ -1,18 +1,23 @@
 """MLflow: one parent run per sweep invocation, one child run per trial.
 
-The driver opens the experiment and the parent run (a ``--resume`` reopens the same
-parent); each trial opens its child run from its worker, tagged ``mlflow.parentRunId``
-and ``versatil.trial_id``. A retried or restored trial finds its run by that tag and
-continues it, so a trial never has two runs. The driver sets every child's final
-``versatil.status`` when Tune ends the trial, whatever ended it (completion, a scheduler,
-a crash), and logs checkpoints as artifacts under their ``CheckpointFilename`` names.
+All logging happens in the driver, from a Tune callback: workers never import MLflow or
+talk to the tracking server, so a worker's warm-up is torch and Lightning alone and an
+epoch's report costs the training nothing. The parent run is opened while Ray, Tune and
+the first workers start (a ``--resume`` reopens the same parent). A trial's child run,
+tagged ``mlflow.parentRunId`` and ``versatil.trial_id``, is opened at its first result;
+a retried or restored trial (a new driver after ``--resume`` included) finds its run by
+that tag and continues it, so a trial never has two runs. When Tune ends a trial, whatever
+ended it (completion, a scheduler, a crash), its run gets its final ``versatil.status``;
+at the end of the sweep checkpoints are logged under their ``CheckpointFilename`` names.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import time
 import urllib.error
@@ -25,11 +30,20 @@ from versatil.errors import ConfigError
 
 __all__ = [
     "TRIAL_ID_TAG",
+    "ChildRun",
+    "SweepTracker",
     "TrackingContext",
-    "TrialTracker",
+    "TrackingUnavailable",
     "default_tracking_uri",
     "open_sweep_run",
 ]
+
+logger = logging.getLogger(__name__)
+
+
+class TrackingUnavailable(ConfigError):
+    """The sweep's parent run could not be opened; nothing can be logged."""
+
 
 TRIAL_ID_TAG = "versatil.trial_id"
 STATUS_TAG = "versatil.status"
@@ -51,7 +65,7 @@ RUN_STATUS = {"completed": "FINISHED", "stopped": "KILLED", "infeasible": "FINIS
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrackingContext:
-    """What a trial needs to log to its sweep's parent run (pickled to the workers)."""
+    """Where a sweep's runs live: the store, the experiment and the parent run."""
 
     tracking_uri: str
     experiment_id: str
@@ -158,7 +172,7 @@ def child_runs(client: Any, context: TrackingContext) -> list[Any]:
 def _derived_params(config: Any) -> dict[str, str]:
     precision = config.precision
     try:
-        dtype = str(precision.get_model_dtype()).removeprefix("torch.")
+        dtype = precision.model_dtype_name()
     except NotImplementedError:
         dtype = "none"
     return {
@@ -168,27 +182,47 @@ def _derived_params(config: Any) -> dict[str, str]:
     }
 
 
-class TrialTracker:
-    """A trial's child run, opened (or continued) from the trial's worker."""
+class ChildRun:
+    """A trial's child run under the sweep's parent run.
 
-    def __init__(
-        self,
+    Attributes:
+        run_id: The MLflow run id.
+    """
+
+    def __init__(self, client: Any, run_id: str) -> None:
+        self.client = client
+        self.run_id = run_id
+
+    @classmethod
+    def open(
+        cls,
+        client: Any,
         context: TrackingContext,
         *,
         trial_id: str,
         trial_name: str,
         axes: Mapping[str, Any],
-        config: Any,
-    ) -> None:
+        config: Any | None,
+    ) -> ChildRun:
+        """Continues the trial's run if one exists, else creates it with its params.
+
+        Args:
+            client: An ``MlflowClient`` for ``context.tracking_uri``.
+            context: The sweep's parent run.
+            trial_id: Tune's trial id, the ``versatil.trial_id`` tag.
+            trial_name: The run's name.
+            axes: The trial's values of the sweep's axes.
+            config: The trial's resolved ``TrainConfig``, or ``None`` when its axes do not
+                make one (the run then holds the axes alone).
+        """
         from mlflow.entities import Param
 
-        self.client = _client(context.tracking_uri)
-        existing = find_child_run(self.client, context, trial_id)
+        existing = find_child_run(client, context, trial_id)
         if existing is not None:  # a retry, a resume or a PBT exploit: same run
-            self.run_id = existing.info.run_id
-            self.client.update_run(self.run_id, status="RUNNING")
-            return
-        run = self.client.create_run(
+            if existing.info.status != "RUNNING":
+                client.update_run(existing.info.run_id, status="RUNNING")
+            return cls(client, existing.info.run_id)
+        run = client.create_run(
             context.experiment_id,
             run_name=trial_name,
             tags={
@@ -198,22 +232,21 @@ class TrialTracker:
                 STATUS_TAG: "running",
             },
         )
-        self.run_id = run.info.run_id
-        params = {
-            **{name: "none" if value is None else str(value) for name, value in axes.items()},
-            **{
-                k: str(v) if v is not None else "none"
-                for k, v in config.settings.to_config().items()
-            },
-            **_derived_params(config),
-            "task": config.task,
-        }
-        self.client.log_batch(self.run_id, params=[Param(k, v) for k, v in params.items()])
-        import yaml
+        params = {name: "none" if value is None else str(value) for name, value in axes.items()}
+        if config is not None:
+            params.update(
+                {k: "none" if v is None else str(v) for k, v in config.settings.to_config().items()}
+            )
+            params.update(_derived_params(config), task=config.task)
+        child = cls(client, run.info.run_id)
+        client.log_batch(child.run_id, params=[Param(k, v) for k, v in params.items()])
+        if config is not None:
+            import yaml
 
-        self.client.log_text(
-            self.run_id, yaml.safe_dump(config.to_yaml_dict(), sort_keys=False), "config.yaml"
-        )
+            client.log_text(
+                child.run_id, yaml.safe_dump(config.to_yaml_dict(), sort_keys=False), "config.yaml"
+            )
+        return child
 
     def log_epoch(self, metrics: Mapping[str, Any], objective: str) -> None:
         """Logs one epoch's metrics with the epoch as step, in one request."""
@@ -229,20 +262,12 @@ class TrialTracker:
         if batch:
             self.client.log_batch(self.run_id, metrics=batch)
 
-
-def finish_child_run(
-    client: Any, context: TrackingContext, trial_id: str, status: str, reason: str
-) -> str | None:
-    """Sets a trial's final status tags and ends its run; returns the run id."""
-    run = find_child_run(client, context, trial_id)
-    if run is None:
-        return None
-    run_id = run.info.run_id
-    client.set_tag(run_id, STATUS_TAG, status)
-    if reason:
-        client.set_tag(run_id, REASON_TAG, reason[:5000])
-    client.set_terminated(run_id, RUN_STATUS.get(status, "FAILED"))
-    return run_id
+    def finish(self, status: str, reason: str) -> None:
+        """Sets the final status (and reason) tags and ends the run."""
+        self.client.set_tag(self.run_id, STATUS_TAG, status)
+        if reason:
+            self.client.set_tag(self.run_id, REASON_TAG, reason[:5000])
+        self.client.set_terminated(self.run_id, RUN_STATUS.get(status, "FAILED"))
 
 
 def log_checkpoint(client: Any, run_id: str, checkpoint_dir: str) -> None:
@@ -251,28 +276,76 @@ def log_checkpoint(client: Any, run_id: str, checkpoint_dir: str) -> None:
 
 
 class SweepTracker:
-    """The driver's side: final statuses of child runs, checkpoints, the parent's summary."""
+    """The driver's side of tracking: every child run, the checkpoints, the parent's summary.
 
-    def __init__(
-        self, context: TrackingContext, log_checkpoints: str, register_best: str | None = None
-    ) -> None:
-        self.context = context
-        self.log_checkpoints = log_checkpoints
-        self.register_best = register_best
-        self.client = _client(context.tracking_uri)
+    Args:
+        opening: The parent run, or the future of it being opened: trials start while
+            it opens, and the first logging call waits for it.
+        sweep: The sweep (objective, ``mlflow.log_checkpoints``, ``mlflow.register_best``,
+            and what a trial's axes resolve to).
+    """
+
+    def __init__(self, opening: TrackingContext | concurrent.futures.Future, sweep: Any) -> None:
+        self._opening = opening
+        self.sweep = sweep
+        self.log_checkpoints = sweep.mlflow.log_checkpoints
+        self.register_best = sweep.mlflow.register_best
+        self._client: Any = None
+        self._children: dict[str, ChildRun] = {}
+        self._failed: set[str] = set()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The Tuner pickles its callbacks into the experiment state; a restored sweep
+        # gets a new tracker (run_sweep), so the copy keeps only what pickles.
+        context = self._opening if isinstance(self._opening, TrackingContext) else None
+        return {**self.__dict__, "_opening": context, "_client": None, "_children": {}}
+
+    @property
+    def context(self) -> TrackingContext:
+        """The parent run, once it is open.
+
+        Raises:
+            TrackingUnavailable: when the parent run could not be opened.
+        """
+        if isinstance(self._opening, concurrent.futures.Future):
+            try:
+                self._opening = self._opening.result()
+            except ConfigError:
+                raise
+            except Exception as error:
+                raise TrackingUnavailable(
+                    f"MLflow: cannot open the sweep's parent run ({type(error).__name__}: "
+                    f"{error}); the trials' results so far stay in the Tune experiment "
+                    "directory: fix the store, then continue with --resume"
+                ) from None
+        return self._opening
+
+    @property
+    def client(self) -> Any:
+        """The ``MlflowClient`` of the sweep's store."""
+        if self._client is None:
+            self._client = _client(self.context.tracking_uri)
+        return self._client
 
     def callback(self) -> Any:
-        """A Tune callback that closes each child run when Tune ends its trial."""
+        """A Tune callback that logs each result to its trial's run and closes the run."""
         from ray import tune
 
         tracker = self
 
         class _Callback(tune.Callback):
+            def on_trial_result(self, iteration, trials, trial, result, **info):
+                tracker.trial_result(trial.trial_id, str(trial), trial.config, result)
+
             def on_trial_complete(self, iteration, trials, trial, **info):
                 result = trial.last_result or {}
                 status = result.get("status", "failed")
                 tracker.finish_trial(
-                    trial.trial_id, "stopped" if status == "running" else status, result
+                    trial.trial_id,
+                    str(trial),
+                    trial.config,
+                    "stopped" if status == "running" else status,
+                    str(result.get("reason", "")),
                 )
 
             def on_trial_error(self, iteration, trials, trial, **info):
@@ -280,13 +353,64 @@ class SweepTracker:
                 if trial.error_file and Path(trial.error_file).is_file():
                     lines = Path(trial.error_file).read_text().strip().splitlines()
                     error = lines[-1] if lines else ""
-                tracker.finish_trial(trial.trial_id, "failed", {"reason": error})
+                tracker.finish_trial(trial.trial_id, str(trial), trial.config, "failed", error)
 
         return _Callback()
 
-    def finish_trial(self, trial_id: str, status: str, result: Mapping[str, Any]) -> None:
-        """Tags a child run with its final status and reason and ends it."""
-        finish_child_run(self.client, self.context, trial_id, status, str(result.get("reason", "")))
+    def trial_result(
+        self, trial_id: str, trial_name: str, axes: Mapping[str, Any], result: Mapping[str, Any]
+    ) -> None:
+        """Logs a trial's result: an epoch's metrics, or just the run of a trial that ended."""
+        with self._logging(trial_id):
+            child = self._child(trial_id, trial_name, axes)
+            if "epoch" in result:
+                child.log_epoch(result, self.sweep.objective.metric)
+
+    def finish_trial(
+        self, trial_id: str, trial_name: str, axes: Mapping[str, Any], status: str, reason: str
+    ) -> None:
+        """Tags a trial's run with its final status and reason and ends it."""
+        with self._logging(trial_id):
+            self._child(trial_id, trial_name, axes).finish(status, reason)
+
+    def _child(self, trial_id: str, trial_name: str, axes: Mapping[str, Any]) -> ChildRun:
+        child = self._children.get(trial_id)
+        if child is None:
+            from versatil.sweep.trial import train_config_for
+
+            try:
+                config = train_config_for(dict(axes), self.sweep)
+            except ConfigError:  # the trial fails with this message; log its axes alone
+                config = None
+            child = ChildRun.open(
+                self.client,
+                self.context,
+                trial_id=trial_id,
+                trial_name=trial_name,
+                axes=axes,
+                config=config,
+            )
+            self._children[trial_id] = child
+        return child
+
+    @contextlib.contextmanager
+    def _logging(self, trial_id: str) -> Any:
+        """Keeps the sweep going when the tracking store fails; warns once per trial."""
+        try:
+            yield
+        except ConfigError:
+            raise  # TrackingUnavailable: no parent run, so stop; the sweep can be resumed
+        except Exception as error:  # a tracking outage must not stop training
+            if trial_id not in self._failed:
+                self._failed.add(trial_id)
+                logger.warning(
+                    "MLflow: could not log trial %s to %s (%s: %s); the sweep goes on and the "
+                    "trial's results stay in the Tune experiment directory",
+                    trial_id,
+                    self.context.tracking_uri,
+                    type(error).__name__,
+                    error,
+                )
 
     def _register(self, run: Any) -> None:
         """A new version of the registered model, pointing at the best checkpoint."""

@@ -15,7 +15,6 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.sweep.config import ENUM_AXES, NONE, SweepConfig
-from versatil.sweep.tracking import TrackingContext, TrialTracker
 from versatil.training.config import TrainConfig
 
 __all__ = ["STATUS", "run_trial", "train_config_for", "worst_value"]
@@ -108,14 +107,13 @@ def end_result(sweep: SweepConfig, status: str, reason: str) -> dict[str, Any]:
     }
 
 
-def run_trial(
-    axes: dict[str, Any], sweep: SweepConfig, tracking: TrackingContext | None = None
-) -> None:
+def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
     """Runs one trial inside a Tune worker; reports every epoch with its checkpoint.
 
     Infeasible settings end the trial with one result whose status is ``infeasible`` and
     whose reason says why; the sweep goes on. With ``resources.workers_per_trial > 1``
-    the fit runs data-parallel across Ray Train workers instead.
+    the fit runs data-parallel across Ray Train workers instead. The driver logs every
+    result to MLflow; the worker never talks to the tracking server.
     """
     from ray import tune
 
@@ -128,20 +126,10 @@ def run_trial(
     except ConfigError as error:
         tune.report({**end_result(sweep, "failed", str(error)), **_process_facts()})
         return
-    tracker = None
-    if tracking is not None:
-        context = tune.get_context()
-        tracker = TrialTracker(
-            tracking,
-            trial_id=context.get_trial_id(),
-            trial_name=context.get_trial_name(),
-            axes=axes,
-            config=config,
-        )
     if sweep.resources.workers_per_trial > 1:
         from versatil.sweep.distributed import run_distributed_trial
 
-        run_distributed_trial(config, sweep, tracking)
+        run_distributed_trial(config, sweep)
         return
     trial_dir = Path(tune.get_context().get_trial_dir())
     checkpoint_dir = trial_dir / "checkpoint"
@@ -151,8 +139,6 @@ def run_trial(
 
     def report(trainer: Any, metrics: dict[str, float]) -> None:
         result = epoch_result(trainer, metrics, fit_start, resumed)
-        if tracker is not None:
-            tracker.log_epoch(result, sweep.objective.metric)
         tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
 
     try:

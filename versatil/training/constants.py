@@ -43,6 +43,20 @@ class PrecisionType(enum.StrEnum):
         text = str(value).strip().lower()
         return _PRECISION_ALIASES.get(text) or cls._value2member_map_.get(text)
 
+    def model_dtype_name(self) -> str:
+        """The name of :meth:`get_model_dtype`'s dtype (``"bfloat16"``), without torch.
+
+        Raises:
+            NotImplementedError: for ``INT8``, which needs post-training quantization.
+        """
+        if self is PrecisionType.INT8:
+            raise NotImplementedError(
+                "PrecisionType.INT8 has no training dtype: INT8 needs post-training "
+                "quantization of a model trained in another precision (e.g. torch.ao."
+                "quantization); train in 32, bf16-mixed or 16-mixed instead."
+            )
+        return _MODEL_DTYPE_NAMES[self]
+
     def get_model_dtype(self) -> torch.dtype:
         """The dtype a model of this precision computes in.
 
@@ -54,20 +68,7 @@ class PrecisionType(enum.StrEnum):
         """
         import torch
 
-        if self is PrecisionType.INT8:
-            raise NotImplementedError(
-                "PrecisionType.INT8 has no training dtype: INT8 needs post-training "
-                "quantization of a model trained in another precision (e.g. torch.ao."
-                "quantization); train in 32, bf16-mixed or 16-mixed instead."
-            )
-        return {
-            PrecisionType.FP32: torch.float32,
-            PrecisionType.FP16_MIXED: torch.float16,
-            PrecisionType.BF16_MIXED: torch.bfloat16,
-            PrecisionType.FP16_TRUE: torch.float16,
-            PrecisionType.BF16_TRUE: torch.bfloat16,
-            PrecisionType.FP64: torch.float64,
-        }[self]
+        return getattr(torch, self.model_dtype_name())
 
     def is_mixed(self) -> bool:
         """Whether parameters stay float32 while ops run in the lower dtype.
@@ -103,6 +104,16 @@ _PRECISION_ALIASES: dict[str, PrecisionType] = {
     "64-true": PrecisionType.FP64,
     "16": PrecisionType.FP16_MIXED,
     "bf16": PrecisionType.BF16_MIXED,
+}
+
+# The lower dtype each trainable precision computes in (see get_model_dtype).
+_MODEL_DTYPE_NAMES: dict[PrecisionType, str] = {
+    PrecisionType.FP32: "float32",
+    PrecisionType.FP16_MIXED: "float16",
+    PrecisionType.BF16_MIXED: "bfloat16",
+    PrecisionType.FP16_TRUE: "float16",
+    PrecisionType.BF16_TRUE: "bfloat16",
+    PrecisionType.FP64: "float64",
 }
 
 
