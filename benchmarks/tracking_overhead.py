@@ -1,14 +1,19 @@
-"""Benchmark: what MLflow tracking costs, now that the driver logs every result.
+"""Benchmark: what MLflow tracking costs training, measured side by side.
 
-Trials never talk to MLflow: the driver's Tune callback opens each trial's child run at its
-first result and logs every epoch's metrics in one ``log_batch``. Training pays nothing, so
-the cost to measure is the driver's time per result, which bounds how many results per
-second a sweep can report. This logs ``--trials`` child runs of ``--epochs`` results each,
-shaped like real trial results, to a store (the embedded SQLite file, or ``--tracking-uri
-http://...`` for a server) and prints the time per run opened and per result::
+In a sweep the driver logs every result (a trial's worker never talks to MLflow), but a
+function trainable waits at each report until the driver has handled the result, so the
+driver's logging time still lands on the trial. This fits the same run of the built-in
+reaching task with tracking off and on, alternating ``--repeats`` times so that machine
+noise hits both alike; "on" does at each epoch exactly what the driver does for a result
+(:meth:`~versatil.sweep.tracking.SweepTracker.trial_result`: the first one opens the
+trial's run with its params and ``config.yaml``, every one logs the epoch in one
+``log_batch``), synchronously, in the training process::
 
-    python benchmarks/tracking_overhead.py
+    python benchmarks/tracking_overhead.py --repeats 3
     python benchmarks/tracking_overhead.py --tracking-uri http://127.0.0.1:5000
+
+It prints each fit's wall time and samples/s, the overhead of the median fit wall, and the
+time per result logged.
 """
 
 from __future__ import annotations
@@ -19,33 +24,34 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def result_for(epoch: int) -> dict[str, float]:
-    """An epoch result with the metrics a real trial reports."""
-    return {
-        "epoch": epoch,
-        "val_loss": 1.0 / (epoch + 1),
-        "train_loss": 1.1 / (epoch + 1),
-        "samples_per_sec": 25_000.0,
-        "epoch_time_s": 0.6,
-        "peak_memory_mb": 410.0,
-        "fit_time_s": 0.6 * (epoch + 1),
-    }
+TASK = {"n_episodes": 640, "horizon": 50, "width": 64, "eps": 1e-4}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args()
 
+    from versatil.cli_common import quiet_libraries
     from versatil.sweep.config import validate_sweep
     from versatil.sweep.tracking import SweepTracker, default_tracking_uri, open_sweep_run
+    from versatil.training.config import TrainConfig
+    from versatil.training.fit import train
 
+    quiet_libraries()
     root = Path(tempfile.mkdtemp(prefix="versatil-tracking-bench-"))
     uri = args.tracking_uri or default_tracking_uri(root)
-    sweep = validate_sweep({"name": "tracking_overhead", "storage_path": str(root)})
+    sweep = validate_sweep(
+        {
+            "name": "tracking_overhead",
+            "task": {"name": "reaching", "params": TASK},
+            "space": {"lr": {"choice": [0.003]}},
+            "trainer": {"max_epochs": args.epochs, "accelerator": "cpu"},
+            "storage_path": str(root),
+        }
+    )
     started = time.perf_counter()
     context = open_sweep_run(
         tracking_uri=uri,
@@ -58,31 +64,48 @@ def main() -> None:
     )
     open_s = time.perf_counter() - started
     tracker = SweepTracker(context, sweep)
-    first: list[float] = []  # a trial's first result: opens its run, logs params and config
+    config = TrainConfig(params=TASK, max_epochs=args.epochs, accelerator="cpu")
+    walls: dict[str, list[float]] = {"off": [], "on": []}
+    speeds: dict[str, list[float]] = {"off": [], "on": []}
+    first: list[float] = []  # a trial's first result: opens its run, params, config.yaml
     later: list[float] = []  # every other result: one log_batch
-    finish: list[float] = []
-    for trial in range(args.trials):
-        axes = {"precision": "32", "lr": 0.003}
-        for epoch in range(args.epochs):
+    for repeat in range(args.repeats):
+        for mode in ("off", "on"):
+            trial_id = f"t{repeat}"
+            epoch_speeds: list[float] = []
+
+            def hook(trainer, metrics, mode=mode, trial_id=trial_id, speeds=epoch_speeds):
+                speeds.append(metrics["samples_per_sec"])
+                if mode == "on":
+                    start = time.perf_counter()
+                    tracker.trial_result(trial_id, trial_id, {"lr": 0.003}, metrics)
+                    (first if metrics["epoch"] == 0 else later).append(time.perf_counter() - start)
+
             start = time.perf_counter()
-            tracker.trial_result(f"t{trial}", f"t{trial}", axes, result_for(epoch))
-            (first if epoch == 0 else later).append(time.perf_counter() - start)
-        start = time.perf_counter()
-        tracker.finish_trial(f"t{trial}", f"t{trial}", axes, "completed", "")
-        finish.append(time.perf_counter() - start)
-
-    def ms(values: list[float]) -> str:
-        return f"median {1000 * statistics.median(values):.1f} ms, max {1000 * max(values):.1f} ms"
-
-    per_result = statistics.median(later)
-    print(f"store: {uri}; {args.trials} trials x {args.epochs} results, in the driver")
-    print(f"open the parent run (imports, schema): {open_s:.2f} s, overlapped with Ray start")
-    print(f"first result of a trial (open its run, params, config.yaml): {ms(first)}")
-    print(f"every later result (one log_batch): {ms(later)}")
-    print(f"end of a trial (status tags, end the run): {ms(finish)}")
+            train(config, root / f"ckpt-{mode}-{repeat}", on_epoch_end=hook)
+            walls[mode].append(time.perf_counter() - start)
+            speeds[mode].append(statistics.median(epoch_speeds))
+            if mode == "on":
+                tracker.finish_trial(trial_id, trial_id, {"lr": 0.003}, "completed", "")
+            print(
+                f"repeat {repeat} tracking {mode:3}: fit {walls[mode][-1]:.2f}s, "
+                f"{speeds[mode][-1]:.0f} samples/s",
+                flush=True,
+            )
+    off, on = statistics.median(walls["off"]), statistics.median(walls["on"])
+    print(f"\nstore: {uri}; {args.epochs} epochs per fit, {args.repeats} fits each way")
+    print(f"opening the parent run: {open_s:.2f} s, once per sweep, overlapped with Ray's start")
     print(
-        f"the driver keeps up with {1 / per_result:.0f} results/s; two trials of 0.6 s "
-        f"epochs report {2 / 0.6:.1f}/s ({100 * per_result * 2 / 0.6:.1f}% of the driver's time)"
+        f"median fit wall: off {off:.2f}s, on {on:.2f}s -> overhead {100 * (on - off) / off:+.1f}%"
+    )
+    print(
+        f"median samples/s: off {statistics.median(speeds['off']):.0f}, "
+        f"on {statistics.median(speeds['on']):.0f}"
+    )
+    print(
+        f"per result: first of a trial median {1000 * statistics.median(first):.1f} ms; "
+        f"later ones (one log_batch) median {1000 * statistics.median(later):.1f} ms, "
+        f"max {1000 * max(later):.1f} ms"
     )
 
 
