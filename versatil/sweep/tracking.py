@@ -23,7 +23,7 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +284,10 @@ def log_checkpoint(client: Any, run_id: str, checkpoint_dir: str) -> None:
 class SweepTracker:
     """The driver's side of tracking: every child run, the checkpoints, the parent's summary.
 
+    The Tune callback only queues its work: one background thread logs it in order, so a
+    trial (which waits at each report until the driver has taken its result) never waits
+    on the tracking store. :meth:`finish_sweep` drains the queue.
+
     Args:
         opening: The parent run, or the future of it being opened: trials start while
             it opens, and the first logging call waits for it.
@@ -299,12 +303,46 @@ class SweepTracker:
         self._client: Any = None
         self._children: dict[str, ChildRun] = {}
         self._failed: set[str] = set()
+        self._queue: concurrent.futures.ThreadPoolExecutor | None = None
+        self.log_times_s: list[float] = []
+        """Seconds each queued logging call took in the background thread."""
 
     def __getstate__(self) -> dict[str, Any]:
         # The Tuner pickles its callbacks into the experiment state; a restored sweep
         # gets a new tracker (run_sweep), so the copy keeps only what pickles.
         context = self._opening if isinstance(self._opening, TrackingContext) else None
-        return {**self.__dict__, "_opening": context, "_client": None, "_children": {}}
+        return {
+            **self.__dict__,
+            "_opening": context,
+            "_client": None,
+            "_children": {},
+            "_queue": None,
+        }
+
+    def submit(self, call: Callable[..., None], *args: Any) -> None:
+        """Queues a logging call for the background thread, after the ones before it.
+
+        Raises:
+            TrackingUnavailable: when the parent run failed to open: the sweep stops.
+        """
+        if isinstance(self._opening, concurrent.futures.Future) and self._opening.done():
+            _ = self.context  # raises if opening failed
+        if self._queue is None:
+            self._queue = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="mlflow-log"
+            )
+        self._queue.submit(self._timed, call, *args)
+
+    def _timed(self, call: Callable[..., None], *args: Any) -> None:
+        start = time.perf_counter()
+        call(*args)
+        self.log_times_s.append(time.perf_counter() - start)
+
+    def drain(self) -> None:
+        """Waits until every queued logging call is done."""
+        if self._queue is not None:
+            self._queue.shutdown(wait=True)
+            self._queue = None
 
     @property
     def context(self) -> TrackingContext:
@@ -341,15 +379,18 @@ class SweepTracker:
 
         class _Callback(tune.Callback):
             def on_trial_result(self, iteration, trials, trial, result, **info):
-                tracker.trial_result(trial.trial_id, str(trial), trial.config, result)
+                tracker.submit(
+                    tracker.trial_result, trial.trial_id, str(trial), dict(trial.config), result
+                )
 
             def on_trial_complete(self, iteration, trials, trial, **info):
                 result = trial.last_result or {}
                 status = result.get("status", "failed")
-                tracker.finish_trial(
+                tracker.submit(
+                    tracker.finish_trial,
                     trial.trial_id,
                     str(trial),
-                    trial.config,
+                    dict(trial.config),
                     "stopped" if status == "running" else status,
                     str(result.get("reason", "")),
                 )
@@ -359,7 +400,14 @@ class SweepTracker:
                 if trial.error_file and Path(trial.error_file).is_file():
                     lines = Path(trial.error_file).read_text().strip().splitlines()
                     error = lines[-1] if lines else ""
-                tracker.finish_trial(trial.trial_id, str(trial), trial.config, "failed", error)
+                tracker.submit(
+                    tracker.finish_trial,
+                    trial.trial_id,
+                    str(trial),
+                    dict(trial.config),
+                    "failed",
+                    error,
+                )
 
         return _Callback()
 
@@ -432,12 +480,24 @@ class SweepTracker:
         )
 
     def finish_sweep(self, rows: list[Any], best: Any | None, summary: str) -> None:
-        """Logs checkpoints per ``mlflow.log_checkpoints`` and the summary, ends the parent."""
+        """Closes every trial's run, logs checkpoints and the summary, ends the parent.
+
+        Trials whose run was left open (a driver killed before it logged their end, then
+        ``--resume``) or never made are closed here from Tune's own results.
+        """
+        self.drain()
+        runs = {r.data.tags.get(TRIAL_ID_TAG): r for r in child_runs(self.client, self.context)}
+        for row in rows:
+            run = runs.get(row.trial_id)
+            if run is None or run.info.status == "RUNNING":
+                self.finish_trial(row.trial_id, row.trial_id, row.axes, row.status, row.reason)
+                if row.trial_id in self._children:
+                    runs[row.trial_id] = self.client.get_run(self._children[row.trial_id].run_id)
         chosen = {"all": rows, "best": [best] if best else [], "none": []}[self.log_checkpoints]
         if self.register_best and best is not None and best not in chosen:
             chosen = [*chosen, best]  # a registered model needs its checkpoint logged
         for row in chosen:
-            run = find_child_run(self.client, self.context, row.trial_id)
+            run = runs.get(row.trial_id)
             if run is not None and row.checkpoint and Path(row.checkpoint).is_dir():
                 log_checkpoint(self.client, run.info.run_id, row.checkpoint)
                 if self.register_best and row is best:
