@@ -42,8 +42,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # MLflow 3's usage telemetry runs background threads in the driver that compete with the
-# trials for CPU (measured: +8% fit wall with it, +1% without, benchmarks/
-# tracking_overhead.py). Off unless the environment says otherwise; set before MLflow loads.
+# trials for CPU (measured with tracking in the training process: +8% fit wall with it,
+# +1% without). Off unless the environment says otherwise; set before MLflow loads.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
