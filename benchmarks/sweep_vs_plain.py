@@ -409,6 +409,7 @@ def print_report(report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Parses the arguments and runs the benchmark (or one way of it)."""
+    global EPOCHS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=16, help="Trials per way (default 16).")
     parser.add_argument(
@@ -425,7 +426,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.trials < 1 or args.epochs < 1:
         parser.error("--trials and --epochs must be at least 1")
-    global EPOCHS
     EPOCHS = args.epochs
     if args.only:
         raw = run_way(args.only, args.trials)
