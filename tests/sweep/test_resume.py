@@ -47,13 +47,16 @@ def test_resume_after_sigkill_reruns_nothing_finished(ray_cluster, tmp_path):
         text=True,
     )
     deadline = time.monotonic() + 240
-    before = {}
+    before, reported = {}, 0
     try:
-        # Kill once two trials are recorded as finished and the third is under way.
-        while time.monotonic() < deadline and len(before) < 2:
+        # Kill once two trials are finished and a third has reported: Tune commits a
+        # trial's end to its experiment state with the next trial's checkpoint, and a trial
+        # whose end was never committed is resumed from its last checkpoint.
+        while time.monotonic() < deadline and (len(before) < 2 or reported <= len(before)):
             time.sleep(0.2)
             experiments = list((tmp_path / "runs").glob("killed-*"))
             before = finished_trials(experiments[0]) if experiments else {}
+            reported = len(list(experiments[0].glob("*/result.json"))) if experiments else 0
     finally:
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
