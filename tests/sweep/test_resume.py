@@ -13,7 +13,16 @@ import yaml
 def sweep_file(tmp_path):
     data = {
         "name": "killed",
-        "task": {"name": "reaching", "params": {"n_episodes": 16, "horizon": 10, "width": 16}},
+        "task": {
+            "name": "tests.sweep.gated_task:build",
+            "params": {
+                "n_episodes": 16,
+                "horizon": 10,
+                "width": 16,
+                "gate": str(tmp_path / "gate"),
+                "gated_lr": 0.003,
+            },
+        },
         "space": {"lr": {"grid": [0.001, 0.002, 0.003, 0.004]}},
         "max_concurrent_trials": 1,
         "trainer": {"max_epochs": 3, "accelerator": "cpu"},
@@ -47,20 +56,21 @@ def test_resume_after_sigkill_reruns_nothing_finished(ray_cluster, tmp_path):
         text=True,
     )
     deadline = time.monotonic() + 240
-    before, reported = {}, 0
+    before, started = {}, []
     try:
-        # Kill once two trials are finished and a third has reported: Tune commits a
-        # trial's end to its experiment state with the next trial's checkpoint, and a trial
-        # whose end was never committed is resumed from its last checkpoint.
-        while time.monotonic() < deadline and (len(before) < 2 or reported <= len(before)):
+        # The third trial (lr 0.003) reports one epoch and then waits for the gate file:
+        # kill the driver while it waits, two trials finished and one half done.
+        while time.monotonic() < deadline and (len(before) < 2 or len(started) <= 2):
             time.sleep(0.2)
             experiments = list((tmp_path / "runs").glob("killed-*"))
             before = finished_trials(experiments[0]) if experiments else {}
-            reported = len(list(experiments[0].glob("*/result.json"))) if experiments else 0
+            started = list(experiments[0].glob("*/result.json")) if experiments else []
+        time.sleep(3)  # Tune commits its experiment state with the third trial's checkpoint
     finally:
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
-    assert 2 <= len(before) < 4, f"finished before the kill: {before}"
+    assert len(before) == 2, f"finished before the kill: {before}"
+    (tmp_path / "gate").touch()
     (experiment_dir,) = (tmp_path / "runs").glob("killed-*")
     time.sleep(2)  # let the cluster notice the dead driver and free its workers
 
