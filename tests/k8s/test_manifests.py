@@ -3,7 +3,7 @@
 The base and every overlay are rendered by the small renderer below, which supports exactly
 the kustomize features k8s/ uses (``resources`` and JSON 6902 ``patches`` with a ``target``)
 and is compared with ``kubectl kustomize``. Every RayJob and RayCluster is validated against
-the ``openAPIV3Schema`` of the KubeRay v1.7.0 CRDs in ``../shared/kuberay-crds/v1.7.0/``, the
+the ``openAPIV3Schema`` of the KubeRay v1.7.0 CRDs vendored in ``k8s/crds/v1.7.0/``, the
 way the API server validates it with strict field validation; then the invariants that make
 the sweep run are checked: the entrypoint is a valid ``python -m versatil.sweep`` command,
 its trials fit on the workers, MLflow is reachable under the name the trials use, every
@@ -37,7 +37,7 @@ from versatil.sweep.config import SweepConfig, load_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
-CRD_DIR = REPO.parent / "shared" / "kuberay-crds" / "v1.7.0"
+CRD_DIR = K8S / "crds" / "v1.7.0"
 CRD_FILES = {"RayJob": "ray.io_rayjobs.yaml", "RayCluster": "ray.io_rayclusters.yaml"}
 CLI = ["python", "-m", "versatil.sweep"]
 STORAGE_PATH = "/mnt/sweeps"
@@ -207,13 +207,13 @@ def rendered(name: str) -> list[dict[str, Any]]:
 def crd_schema(kind: str, crd_dir: Path = CRD_DIR) -> dict[str, Any]:
     """The ``openAPIV3Schema`` of the served ``v1`` version of a KubeRay CRD.
 
-    Fails the calling test, never skips it, when the CRDs are not where CI lays them.
+    Fails the calling test, never skips it, when the vendored CRDs are missing.
     """
     path = crd_dir / CRD_FILES[kind]
     if not path.is_file():
         pytest.fail(
             f"KubeRay CRD {path} not found: the k8s tests validate against the KubeRay v1.7.0 "
-            "CRDs in shared/kuberay-crds/v1.7.0/, and shared/ must sit beside the repository",
+            "CRDs vendored in k8s/crds/v1.7.0/ (see k8s/crds/README.md)",
             pytrace=False,
         )
     crd = yaml.load(path.read_text(), Loader=_LOADER)
@@ -569,7 +569,7 @@ def test_validator_rejects_a_broken_rayjob(breakage: str) -> None:
 
 
 def test_missing_crds_fail_the_test_with_a_clear_message(tmp_path: Path) -> None:
-    with pytest.raises(pytest.fail.Exception, match=r"KubeRay CRD .* not found.*shared/"):
+    with pytest.raises(pytest.fail.Exception, match=r"KubeRay CRD .* not found.*k8s/crds/v1.7.0/"):
         crd_schema("RayJob", tmp_path / "v1.7.0")
 
 
