@@ -7,11 +7,19 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pydantic
 
-__all__ = ["ConfigError", "describe_validation_error"]
+__all__ = ["ConfigError", "describe_validation_error", "did_you_mean"]
 
 
 class ConfigError(ValueError):
     """Bad user input: the message names each bad field, its value and the valid choices."""
+
+
+def did_you_mean(value: str, choices: list[str]) -> str:
+    """`` (did you mean 'lr'?)`` when ``value`` looks like a typo of one of ``choices``."""
+    import difflib
+
+    close = difflib.get_close_matches(value, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def describe_validation_error(

@@ -15,9 +15,9 @@ from typing import Any, Literal
 import pydantic
 import yaml
 
-from versatil.errors import ConfigError, describe_validation_error
+from versatil.errors import ConfigError, describe_validation_error, did_you_mean
 from versatil.training.constants import PrecisionType
-from versatil.training.settings import SETTING_ENUMS
+from versatil.training.settings import SETTING_ENUMS, parse_accelerator
 
 __all__ = [
     "ENUM_AXES",
@@ -180,8 +180,15 @@ class TrainerSection(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
     max_epochs: int = pydantic.Field(3, ge=1, description="Epochs per trial.")
-    accelerator: str = pydantic.Field("auto", description="auto, cpu or gpu.")
+    accelerator: str = pydantic.Field(
+        "auto", description="Lightning accelerator: auto, cpu, gpu, cuda, mps or tpu."
+    )
     seed: int = pydantic.Field(0, description="Seed of every trial's fit.")
+
+    @pydantic.field_validator("accelerator", mode="before")
+    @classmethod
+    def _parse_accelerator(cls, value: Any) -> str:
+        return parse_accelerator("accelerator", value)
 
 
 class MlflowSection(pydantic.BaseModel):
@@ -252,17 +259,30 @@ class SweepConfig(pydantic.BaseModel):
                 "use choice for them or algorithm grid/random"
             )
         if self.scheduler.type == "pbt":
-            for name in self.scheduler.hyperparam_mutations:
-                if name in ENUM_AXES:
-                    errors.append(
-                        f"scheduler.hyperparam_mutations.{name}: settings axes cannot be "
-                        "mutated mid-trial; mutate task params such as lr"
-                    )
+            errors += self._mutation_errors()
         if self.resources.workers_per_trial > 1 and self.scheduler.type == "pbt":
             errors.append("resources.workers_per_trial: PBT runs single-worker trials; use 1")
         if errors:
             raise ValueError("; ".join(errors))
         return self
+
+    def _mutation_errors(self) -> list[str]:
+        """PBT may mutate only what a trial's config holds: a task-param axis or task param."""
+        errors = []
+        known = sorted({*self.space, *self.task.params} - set(ENUM_AXES))
+        for name in self.scheduler.hyperparam_mutations:
+            field = f"scheduler.hyperparam_mutations.{name}"
+            if name in ENUM_AXES:
+                errors.append(
+                    f"{field}: settings axes cannot be mutated mid-trial; mutate task params "
+                    "such as lr"
+                )
+            elif name not in known:
+                errors.append(
+                    f"{field}: {name!r} is neither an axis of space nor a task param"
+                    f"{did_you_mean(name, known)}; choose from {', '.join(known) or 'none'}"
+                )
+        return errors
 
     @property
     def experiment_name(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from versatil.sweep.checks import check_task
 from versatil.sweep.config import ENUM_AXES, SweepConfig
 from versatil.sweep.space import expand_trials
 from versatil.sweep.trial import train_config_for
@@ -24,7 +25,12 @@ def trial_feasibility(config: SweepConfig) -> list[tuple[dict, str | None]]:
 
 
 def print_dry_run(config: SweepConfig) -> None:
-    """Prints the trial list and the count of feasible ones."""
+    """Prints the trial list and the count of feasible ones.
+
+    Raises:
+        ConfigError: when the task's params model rejects a param (see :func:`check_task`).
+    """
+    check_task(config)
     trials = trial_feasibility(config)
     names = list(config.space)
     header = ["#", *names, "feasible here"]

@@ -18,7 +18,9 @@ from typing import Any, TextIO
 import yaml
 
 from versatil.errors import ConfigError
+from versatil.sweep.checks import check_task
 from versatil.sweep.config import NumericAxis, SweepConfig
+from versatil.sweep.result_keys import OBJECTIVE_MISSING, REASON, STATUS
 from versatil.sweep.space import build_param_space, numeric_domain
 from versatil.sweep.summary import TrialRow, best_row, format_table
 from versatil.sweep.tracking import (
@@ -28,7 +30,7 @@ from versatil.sweep.tracking import (
     default_tracking_uri,
     open_sweep_run,
 )
-from versatil.sweep.trial import REASON, STATUS, run_trial
+from versatil.sweep.trial import run_trial
 
 __all__ = ["SweepOutcome", "connect_ray", "experiment_dirs", "rows_from_results", "run_sweep"]
 
@@ -112,6 +114,29 @@ def _make_scheduler(config: SweepConfig) -> Any:
     return None
 
 
+def _objective_stopper() -> Any:
+    """Stops the whole sweep at the first result saying the module never logged the objective.
+
+    Every trial runs the same module, so the others would fail the same way: the trials
+    still running end at once and the ones not started never start.
+    """
+    from ray import tune
+
+    class _Stopper(tune.Stopper):
+        def __init__(self) -> None:
+            self.missing = False
+
+        def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+            if result.get(OBJECTIVE_MISSING):
+                self.missing = True
+            return self.missing
+
+        def stop_all(self) -> bool:
+            return self.missing
+
+    return _Stopper()
+
+
 class ProgressPrinter:
     """Prints one line per reported epoch and per finished trial (a Tune callback)."""
 
@@ -184,6 +209,12 @@ def rows_from_results(results: Any, config: SweepConfig) -> list[TrialRow]:
     return sorted(rows, key=lambda r: r.trial_id)
 
 
+def _not_run(row: TrialRow) -> TrialRow:
+    """A trial the sweep never started because it stopped early."""
+    reason = "not run: the sweep stopped when the objective metric was found missing"
+    return dataclasses.replace(row, status="stopped", reason=reason)
+
+
 def run_sweep(
     config: SweepConfig,
     *,
@@ -210,6 +241,7 @@ def run_sweep(
     from ray import tune
 
     start = time.perf_counter()
+    check_task(config)  # a typo in a param fails here, before Ray starts
     # Checkpointing every epoch forces experiment snapshots; they are cheap on local disk.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     # Tune's default TensorBoard logger imports torch into the driver (3 s) and duplicates
@@ -294,6 +326,7 @@ def run_sweep(
                     num_to_keep=None if config.scheduler.type == "pbt" else 2
                 ),
                 failure_config=tune.FailureConfig(max_failures=config.max_failures),
+                stop=_objective_stopper(),
                 verbose=0,
             ),
         )
@@ -305,9 +338,19 @@ def run_sweep(
         _ = sweep_tracker.context  # MLflow never opened: raises its one-line error
         raise
     rows = rows_from_results(results, config)
+    missing = next((r for r in rows if r.metrics.get(OBJECTIVE_MISSING)), None)
+    if missing is not None:
+        rows = [_not_run(r) if not r.metrics else r for r in rows]
     best = best_row(rows, config.objective.mode)
     marks = {best.trial_id: "*"} if best else {}
     sweep_tracker.finish_sweep(rows, best, format_table(rows, config.objective.metric, marks))
+    if missing is not None:
+        ran = sum(bool(r.metrics) for r in rows)
+        raise ConfigError(
+            f"{missing.reason}. The sweep stopped at that result: every trial runs the same "
+            f"module ({ran} of {len(rows)} trials started, none trained past this epoch); "
+            f"its runs are under {experiment_dir}"
+        )
     return SweepOutcome(
         experiment_dir=experiment_dir,
         rows=rows,

@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import os
 import time
 import urllib.error
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from versatil.errors import ConfigError
+from versatil.sweep.result_keys import EPOCH, HPARAMS, flatten, metric_items
 
 __all__ = [
     "TRIAL_ID_TAG",
@@ -57,15 +57,11 @@ REASON_TAG = "versatil.reason"
 PARENT_TAG = "mlflow.parentRunId"
 PARENT_FILE = "mlflow_parent_run.json"
 
-# Per-epoch metrics logged with the epoch as step, besides the objective.
-EPOCH_METRICS = (
-    "train_loss",
-    "samples_per_sec",
-    "epoch_time_s",
-    "peak_memory_mb",
-    "compile_time_s",
-    "fit_time_s",
-)
+# MLflow's limits on one request and on a param (mlflow.utils.validation).
+MAX_PARAMS_PER_BATCH = 100
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAM_VALUE = 6000
+MAX_KEY = 250
 RUN_STATUS = {"completed": "FINISHED", "stopped": "KILLED", "infeasible": "FINISHED"}
 
 
@@ -188,16 +184,68 @@ def _derived_params(config: Any) -> dict[str, str]:
     }
 
 
+def trial_params(axes: Mapping[str, Any], config: Any | None) -> dict[str, str]:
+    """A trial's MLflow params: its axes, the settings, the task and every task param.
+
+    Task params (fixed and swept) are flattened with dots (``optim.lr``); the settings
+    are logged by enum value, and ``model_dtype``, ``autocast``, ``should_convert_model``
+    say what they mean for inference.
+    """
+    params = flatten(dict(axes))
+    if config is not None:
+        params.update(flatten(config.params))
+        params.update(flatten(config.settings.to_config()))
+        params.update(_derived_params(config), task=config.task)
+    return params
+
+
+def run_name(axes: Mapping[str, Any], fallback: str) -> str:
+    """What sets a trial apart, for the UI's run list: ``bf16-mixed/default/lr=0.003``.
+
+    The settings axes come first by value (an eager trial's compile mode reads ``eager``),
+    then every other axis as ``name=value``.
+    """
+    from versatil.sweep.config import ENUM_AXES, NONE
+
+    parts = []
+    for name in ENUM_AXES:
+        if name in axes:
+            value = axes[name]
+            if value in (None, NONE):
+                value = "eager" if name == "compile_mode" else f"{name}=none"
+            parts.append(str(value))
+    for name, value in axes.items():
+        if name not in ENUM_AXES:
+            text = f"{value:.4g}" if isinstance(value, float) else str(value)
+            parts.append(f"{name}={text}")
+    return "/".join(parts)[:MAX_KEY] or fallback
+
+
+def _fit_params(params: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Params within MLflow's limits: long values truncated (and named), long keys cut."""
+    fitted: dict[str, str] = {}
+    truncated = []
+    for key, value in params.items():
+        if len(value) > MAX_PARAM_VALUE:
+            note = f"... [truncated from {len(value)} characters]"
+            value = value[: MAX_PARAM_VALUE - len(note)] + note
+            truncated.append(key)
+        fitted[_mlflow_key(key)] = value
+    return fitted, truncated
+
+
 class ChildRun:
     """A trial's child run under the sweep's parent run.
 
     Attributes:
         run_id: The MLflow run id.
+        params: The params the run holds (MLflow params cannot change once logged).
     """
 
-    def __init__(self, client: Any, run_id: str) -> None:
+    def __init__(self, client: Any, run_id: str, params: Mapping[str, str] | None = None) -> None:
         self.client = client
         self.run_id = run_id
+        self.params: dict[str, str] = dict(params or {})
 
     @classmethod
     def open(
@@ -216,21 +264,19 @@ class ChildRun:
             client: An ``MlflowClient`` for ``context.tracking_uri``.
             context: The sweep's parent run.
             trial_id: Tune's trial id, the ``versatil.trial_id`` tag.
-            trial_name: The run's name.
+            trial_name: Tune's trial name, the ``versatil.trial_name`` tag.
             axes: The trial's values of the sweep's axes.
             config: The trial's resolved ``TrainConfig``, or ``None`` when its axes do not
                 make one (the run then holds the axes alone).
         """
-        from mlflow.entities import Param
-
         existing = find_child_run(client, context, trial_id)
         if existing is not None:  # a retry, a resume or a PBT exploit: same run
             if existing.info.status != "RUNNING":
                 client.update_run(existing.info.run_id, status="RUNNING")
-            return cls(client, existing.info.run_id)
+            return cls(client, existing.info.run_id, existing.data.params)
         run = client.create_run(
             context.experiment_id,
-            run_name=trial_name,
+            run_name=run_name(axes, trial_name),
             tags={
                 PARENT_TAG: context.parent_run_id,
                 TRIAL_ID_TAG: trial_id,
@@ -238,14 +284,8 @@ class ChildRun:
                 STATUS_TAG: "running",
             },
         )
-        params = {name: "none" if value is None else str(value) for name, value in axes.items()}
-        if config is not None:
-            params.update(
-                {k: "none" if v is None else str(v) for k, v in config.settings.to_config().items()}
-            )
-            params.update(_derived_params(config), task=config.task)
         child = cls(client, run.info.run_id)
-        client.log_batch(child.run_id, params=[Param(k, v) for k, v in params.items()])
+        child.log_params(trial_params(axes, config))
         if config is not None:
             import yaml
 
@@ -254,19 +294,48 @@ class ChildRun:
             )
         return child
 
-    def log_epoch(self, metrics: Mapping[str, Any], objective: str) -> None:
-        """Logs one epoch's metrics with the epoch as step, in one request."""
+    def log_params(self, params: Mapping[str, str]) -> None:
+        """Logs the params the run does not hold yet, in batches MLflow accepts.
+
+        A name the run already holds with another value (a module hyperparameter named
+        like a task param) is logged as ``hparams.NAME`` instead: params cannot change.
+        """
+        from mlflow.entities import Param
+
+        fitted, truncated = _fit_params(params)
+        new = {}
+        for key, value in fitted.items():
+            held = self.params.get(key)
+            if held is not None and held != value:
+                key = _mlflow_key(f"{HPARAMS}.{key}")
+                held = self.params.get(key)
+            if held is None:
+                new[key] = value
+        items = [Param(k, v) for k, v in new.items()]
+        for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=items[start : start + MAX_PARAMS_PER_BATCH])
+        self.params.update(new)
+        if truncated:
+            self.client.set_tag(
+                self.run_id, "versatil.truncated_params", ", ".join(truncated)[:5000]
+            )
+
+    def log_epoch(self, result: Mapping[str, Any]) -> None:
+        """Logs every metric of one epoch's result with the epoch as step.
+
+        Every numeric key that is not bookkeeping is a metric: what the module logged
+        (``self.log``), versatil's throughput and memory, and the optimizer's values.
+        The module's hyperparameters, in a fit's first result, become params.
+        """
         from mlflow.entities import Metric
 
-        step = int(metrics.get("epoch", 0))
+        if isinstance(result.get(HPARAMS), Mapping):
+            self.log_params(result[HPARAMS])
+        step = int(result.get(EPOCH, 0))
         now = int(time.time() * 1000)
-        batch = [
-            Metric(name, float(metrics[name]), now, step)
-            for name in (objective, *EPOCH_METRICS)
-            if name in metrics and not math.isinf(float(metrics[name]))
-        ]
-        if batch:
-            self.client.log_batch(self.run_id, metrics=batch)
+        batch = [Metric(_mlflow_key(k), v, now, step) for k, v in metric_items(result)]
+        for start in range(0, len(batch), MAX_METRICS_PER_BATCH):
+            self.client.log_batch(self.run_id, metrics=batch[start : start + MAX_METRICS_PER_BATCH])
 
     def finish(self, status: str, reason: str) -> None:
         """Sets the final status (and reason) tags and ends the run."""
@@ -274,6 +343,12 @@ class ChildRun:
         if reason:
             self.client.set_tag(self.run_id, REASON_TAG, reason[:5000])
         self.client.set_terminated(self.run_id, RUN_STATUS.get(status, "FAILED"))
+
+
+def _mlflow_key(name: str) -> str:
+    """``name`` with the characters MLflow rejects in a key replaced by ``_``, cut to length."""
+    allowed = set("_-. /")
+    return "".join(c if c.isalnum() or c in allowed else "_" for c in name)[:MAX_KEY]
 
 
 def log_checkpoint(client: Any, run_id: str, checkpoint_dir: str) -> None:
@@ -417,8 +492,8 @@ class SweepTracker:
         """Logs a trial's result: an epoch's metrics, or just the run of a trial that ended."""
         with self._logging(trial_id):
             child = self._child(trial_id, trial_name, axes)
-            if "epoch" in result:
-                child.log_epoch(result, self.sweep.objective.metric)
+            if EPOCH in result:
+                child.log_epoch(result)
 
     def finish_trial(
         self, trial_id: str, trial_name: str, axes: Mapping[str, Any], status: str, reason: str

@@ -15,14 +15,10 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.sweep.config import ENUM_AXES, NONE, SweepConfig
+from versatil.sweep.result_keys import HPARAMS, OBJECTIVE_MISSING, REASON, STATUS, flatten
 from versatil.training.config import TrainConfig
 
-__all__ = ["STATUS", "run_trial", "train_config_for", "worst_value"]
-
-STATUS = "status"
-"""The result key of a trial's status: running, completed, diverged or infeasible."""
-
-REASON = "reason"
+__all__ = ["STATUS", "missing_objective", "run_trial", "train_config_for", "worst_value"]
 
 
 def worst_value(mode: str) -> float:
@@ -87,7 +83,7 @@ def epoch_result(
         status = "completed"
     else:
         status = "running"
-    return {
+    result = {
         **metrics,
         **_process_facts(),
         STATUS: status,
@@ -96,6 +92,35 @@ def epoch_result(
         # Seconds inside this trial's fit so far (settings applied, model built, epochs).
         "fit_time_s": time.perf_counter() - fit_start,
     }
+    if not resumed and trainer.current_epoch == 0:
+        # The module's own hyperparameters (save_hyperparameters()), once per trial.
+        result[HPARAMS] = flatten(dict(trainer.lightning_module.hparams))
+    return result
+
+
+def missing_objective(
+    sweep: SweepConfig, metrics: dict[str, float], logged: Any
+) -> dict[str, Any] | None:
+    """The result that fails a trial whose module did not log the objective, else ``None``.
+
+    The objective can only be checked once a fit has run an epoch; the sweep's driver
+    stops the whole sweep on this result, since every other trial would fail the same way.
+
+    Args:
+        sweep: The sweep (its objective).
+        metrics: The epoch's metrics, versatil's own included.
+        logged: The names the module logged (the trainer's ``callback_metrics``).
+    """
+    metric = sweep.objective.metric
+    if metric in metrics:
+        return None
+    names = sorted(logged)
+    reason = (
+        f"objective.metric: {metric!r} was not logged by the module in epoch "
+        f"{int(metrics.get('epoch', 0))}; it logged {', '.join(names) or 'nothing'}; set "
+        "objective.metric to one of those, or log it with self.log() in the LightningModule"
+    )
+    return {**end_result(sweep, "failed", reason), OBJECTIVE_MISSING: True}
 
 
 def end_result(sweep: SweepConfig, status: str, reason: str) -> dict[str, Any]:
@@ -138,6 +163,11 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
     fit_start = time.perf_counter()
 
     def report(trainer: Any, metrics: dict[str, float]) -> None:
+        failed = missing_objective(sweep, metrics, trainer.callback_metrics)
+        if failed is not None:
+            trainer.should_stop = True
+            tune.report({**failed, **_process_facts()})
+            return
         result = epoch_result(trainer, metrics, fit_start, resumed)
         tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
 

@@ -9,7 +9,7 @@ import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error
 from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
-from versatil.training.settings import TrialSettings, parse_setting
+from versatil.training.settings import TrialSettings, parse_accelerator, parse_setting
 
 __all__ = ["TrainConfig"]
 
@@ -45,6 +45,11 @@ class TrainConfig(pydantic.BaseModel):
     @classmethod
     def _parse_enum(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
         return parse_setting(info.field_name, value)
+
+    @pydantic.field_validator("accelerator", mode="before")
+    @classmethod
+    def _parse_accelerator(cls, value: Any) -> str:
+        return parse_accelerator("accelerator", value)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], prefix: str = "") -> TrainConfig:

@@ -19,11 +19,13 @@ if TYPE_CHECKING:
     import torch.nn as nn
 
 __all__ = [
+    "ACCELERATORS",
     "DeviceInfo",
     "SettingsError",
     "TrialSettings",
     "apply_settings",
     "compile_targets",
+    "parse_accelerator",
     "parse_enum",
     "parse_setting",
     "reset_process_state",
@@ -82,6 +84,24 @@ def parse_setting(field: str, value: object) -> enum.StrEnum | None:
     if value is None or (field != "precision" and str(value).lower() == "none"):
         return None
     return parse_enum(field, value, SETTING_ENUMS[field])
+
+
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps", "tpu")
+"""The ``Trainer(accelerator=...)`` names Lightning accepts (its registry, plus auto and gpu)."""
+
+
+def parse_accelerator(field: str, value: object) -> str:
+    """Checks a Lightning accelerator name without importing Lightning.
+
+    Raises:
+        SettingsError: naming the field, the value and the valid choices.
+    """
+    if value not in ACCELERATORS:
+        raise SettingsError(
+            f"{field}: {value!r} is not an accelerator Lightning accepts; "
+            f"choose from {', '.join(ACCELERATORS)}"
+        )
+    return str(value)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,8 +1,9 @@
 """Tasks: factories that build a LightningModule and a LightningDataModule.
 
 A task is named by a built-in name (``reaching``) or by ``"package.module:factory"``.
-A factory takes the task's params (a mapping) and returns ``(module, datamodule)``; it
-may carry a pydantic ``params_model`` attribute, used to validate params and fill defaults.
+A factory takes the task's params (a mapping) and returns ``(module, datamodule)``, or the
+module alone when it owns its dataloaders; it may carry a pydantic ``params_model``
+attribute, used to validate params (before Ray starts) and fill defaults.
 """
 
 from __future__ import annotations
@@ -15,11 +16,24 @@ import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error
 
-__all__ = ["BUILTIN_TASKS", "TaskFactory", "build_task", "load_task", "resolve_params"]
+__all__ = [
+    "BUILTIN_TASKS",
+    "TaskFactory",
+    "build_task",
+    "load_task",
+    "params_model_for",
+    "resolve_params",
+]
 
-TaskFactory = Callable[[Mapping[str, Any]], tuple[Any, Any]]
+TaskFactory = Callable[[Mapping[str, Any]], Any]
 
 BUILTIN_TASKS: dict[str, str] = {"reaching": "versatil.training.tasks.reaching:build"}
+
+# The built-in tasks' params models live in light modules: checking a sweep's params
+# must not import torch or Lightning into the driver.
+_BUILTIN_PARAMS: dict[str, tuple[str, str]] = {
+    "reaching": ("versatil.training.tasks.reaching_params", "ReachingParams")
+}
 
 
 def _task_error(spec: str, problem: str) -> ConfigError:
@@ -50,22 +64,44 @@ def load_task(spec: str) -> TaskFactory:
     return factory
 
 
+def params_model_for(spec: str) -> type[pydantic.BaseModel] | None:
+    """The pydantic model of the task's params, or ``None`` when the factory declares none.
+
+    A user task's module is imported to find it (with whatever that module imports).
+    """
+    if spec in _BUILTIN_PARAMS:
+        module_name, name = _BUILTIN_PARAMS[spec]
+        return getattr(importlib.import_module(module_name), name)
+    return getattr(load_task(spec), "params_model", None)
+
+
 def resolve_params(spec: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """The task's params with its defaults filled in, when the factory declares a
     pydantic ``params_model``; otherwise ``params`` as given."""
-    model = getattr(load_task(spec), "params_model", None)
+    model = params_model_for(spec)
     if model is None:
         return dict(params)
     return _validate(spec, model, params).model_dump(mode="json")
 
 
 def build_task(spec: str, params: Mapping[str, Any]) -> tuple[Any, Any]:
-    """Builds ``(module, datamodule)`` for ``spec``; bad params raise :class:`ConfigError`."""
+    """Builds ``(module, datamodule)`` for ``spec``; bad params raise :class:`ConfigError`.
+
+    The datamodule is ``None`` when the factory returns the module alone (or with
+    ``None``): the module then brings its own dataloaders.
+    """
     factory = load_task(spec)
     model = getattr(factory, "params_model", None)
     if model is not None:
         _validate(spec, model, params)
-    return factory(params)
+    built = factory(params)
+    if isinstance(built, tuple | list):
+        if len(built) != 2:
+            raise _task_error(
+                spec, f"returned {len(built)} values; a factory returns (module, datamodule)"
+            )
+        return built[0], built[1]
+    return built, None
 
 
 def _validate(spec: str, model: type[pydantic.BaseModel], params: Mapping[str, Any]) -> Any:

@@ -1,0 +1,101 @@
+"""Mistakes in a sweep caught before Ray starts, and a missing objective caught at once."""
+
+import io
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from versatil.errors import ConfigError
+from versatil.sweep.__main__ import main
+from versatil.sweep.runner import run_sweep
+from versatil.training.settings import ACCELERATORS
+
+USER_TASK = "tests.user_tasks.dict_batches:build"
+SCHEMALESS_TASK = "tests.user_tasks.own_dataloaders:build"
+
+
+def dry_run(tmp_path, **fields):
+    """Runs the real CLI's ``--dry-run`` on a sweep file made of ``fields``."""
+    data = {"name": "typo", "trainer": {"max_epochs": 1, "accelerator": "cpu"}, **fields}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return main(["--config", str(path), "--dry-run"])
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"task": {"name": "reaching", "params": {"lrr": 0.01}}},
+            r"task\.params\.lrr: 'lrr' is not a param of task 'reaching' \(did you mean 'lr'\?\); "
+            r"valid params: action_noise, batch_size, .*, lr, .*width",
+        ),
+        (
+            {"task": {"name": USER_TASK}, "space": {"hiden": {"choice": [8, 16]}}},
+            rf"space\.hiden: 'hiden' is not a param of task '{USER_TASK}' "
+            r"\(did you mean 'hidden'\?\); valid params: batch_size, hidden, lr, n_samples",
+        ),
+        (
+            {"task": {"name": USER_TASK}, "space": {"lr": {"choice": [0.01, -1]}}},
+            r"space\.lr: -1 is invalid: Input should be greater than 0",
+        ),
+        (
+            {
+                "space": {"lr": {"loguniform": [1e-4, 1e-2]}},
+                "scheduler": {"type": "pbt", "hyperparam_mutations": {"lrr": {"choice": [0.1]}}},
+            },
+            r"scheduler\.hyperparam_mutations\.lrr: 'lrr' is neither an axis of space nor a task "
+            r"param \(did you mean 'lr'\?\); choose from lr",
+        ),
+        (
+            {"trainer": {"accelerator": "tpuu"}},
+            r"trainer\.accelerator: 'tpuu' is not an accelerator Lightning accepts; "
+            r"choose from auto, cpu, gpu, cuda, mps, tpu",
+        ),
+    ],
+    ids=["task-param", "user-axis", "user-value", "mutation", "accelerator"],
+)
+def test_typos_are_one_clear_error_before_anything_starts(tmp_path, fields, message):
+    with pytest.raises(ConfigError, match=message):
+        dry_run(tmp_path, **fields)
+
+
+def test_a_task_without_params_model_is_still_loaded_and_checked_for_import(tmp_path):
+    assert dry_run(tmp_path, task={"name": SCHEMALESS_TASK, "params": {"anything": 1}}) == 0
+    with pytest.raises(ConfigError, match=r"task: 'tests\.user_tasks\.nope:build' cannot be"):
+        dry_run(tmp_path, task={"name": "tests.user_tasks.nope:build"})
+
+
+def test_accelerator_names_are_lightnings():
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+
+    assert set(ACCELERATORS) == {"auto", "gpu", *AcceleratorRegistry.available_accelerators()}
+
+
+def test_a_missing_objective_ends_the_sweep_in_the_first_epoch(ray_cluster, sweep_config):
+    config = sweep_config(
+        name="typo-objective",
+        task={"name": USER_TASK, "params": {"hidden": 8}},
+        objective={"metric": "val_los", "mode": "min"},
+        space={"lr": {"grid": [0.01, 0.02, 0.03, 0.04, 0.05, 0.06]}},
+        trainer={"max_epochs": 3, "accelerator": "cpu"},
+    )
+    stream = io.StringIO()
+    with pytest.raises(ConfigError) as raised:
+        run_sweep(config, stream=stream)
+    message = str(raised.value)
+    assert "objective.metric: 'val_los' was not logged by the module in epoch 0" in message
+    assert "it logged train_loss, truth/samples, truth/span_s, val_loss, val_mae;" in message
+    assert "The sweep stopped at that result" in message
+    # No trial trained past its first epoch, and not every trial ran.
+    client = MlflowClient(f"sqlite:///{config.storage_dir() / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("typo-objective")
+    runs = client.search_runs([experiment.experiment_id])
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert 1 <= len(children) < 6
+    for run in children:
+        history = client.get_metric_history(run.info.run_id, "train_loss")
+        assert len(history) <= 1
+        assert run.info.status != "RUNNING"
+    assert stream.getvalue().count("epoch 2") == 0
