@@ -21,7 +21,13 @@ from versatil.sweep.summary import (
     format_table,
     summary_marks,
 )
-from versatil.sweep.tracking import STATUS_TAG, TRIAL_ID_TAG, TrackingContext, child_runs
+from versatil.sweep.tracking import (
+    AXES_TAG,
+    STATUS_TAG,
+    TRIAL_ID_TAG,
+    TrackingContext,
+    child_runs,
+)
 
 __all__ = ["FORMATS", "SweepReport", "load_report", "render", "write_plots"]
 
@@ -89,10 +95,12 @@ def load_report(
         metrics = dict(run.data.metrics)
         value = metrics.get(objective)
         history = client.get_metric_history(run.info.run_id, objective) if value is not None else []
+        params = run.data.params
+        names = run.data.tags.get(AXES_TAG)
         axes = {
             k: v if k in SETTINGS_COLUMNS else _number(v)
-            for k, v in run.data.params.items()
-            if k not in _NOT_AXES
+            for k, v in params.items()
+            if (k in names.split(",") if names is not None else k not in _NOT_AXES)
         }
         rows.append(
             TrialRow(

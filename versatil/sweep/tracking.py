@@ -54,6 +54,8 @@ class TrackingUnavailable(ConfigError):
 TRIAL_ID_TAG = "versatil.trial_id"
 STATUS_TAG = "versatil.status"
 REASON_TAG = "versatil.reason"
+AXES_TAG = "versatil.axes"
+"""The names of the sweep's axes, comma-separated: which params the report compares."""
 PARENT_TAG = "mlflow.parentRunId"
 PARENT_FILE = "mlflow_parent_run.json"
 
@@ -281,6 +283,7 @@ class ChildRun:
                 PARENT_TAG: context.parent_run_id,
                 TRIAL_ID_TAG: trial_id,
                 "versatil.trial_name": trial_name,
+                AXES_TAG: ",".join(axes),
                 STATUS_TAG: "running",
             },
         )
