@@ -108,6 +108,7 @@ def train(
     on_epoch_end: EpochEnd | None = None,
     ckpt_path: Path | None = None,
     device: DeviceInfo | None = None,
+    warmup_steps: int = 2,
     **trainer_overrides: Any,
 ) -> TrainResult:
     """Trains ``config`` and writes its checkpoint directory after every epoch.
@@ -118,6 +119,8 @@ def train(
         on_epoch_end: Called after each epoch, once the checkpoint directory is written.
         ckpt_path: A ``last.ckpt`` to resume from.
         device: The worker's device; detected when omitted.
+        warmup_steps: Training batches at the start of the fit left out of the
+            throughput (see :class:`ThroughputMonitor`).
         **trainer_overrides: Extra ``L.Trainer`` arguments (strategy, plugins, ...).
 
     Raises:
@@ -136,7 +139,9 @@ def train(
         return built["model"]
 
     model = apply_settings(settings, build_model)
-    monitor = ThroughputMonitor(compiled=settings.compile_mode is not None)
+    monitor = ThroughputMonitor(
+        compiled=settings.compile_mode is not None, warmup_steps=warmup_steps
+    )
     # Order matters: measure, write the checkpoint, then report it.
     epoch_end = _EpochEndHook(monitor, on_epoch_end)
     callbacks = [monitor, CheckpointDirWriter(checkpoint_dir, config), epoch_end]
