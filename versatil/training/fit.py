@@ -160,7 +160,8 @@ def _set(group: dict[str, Any], key: str, value: Any) -> None:
         group[key] = _copy(value)
 
 
-def _scaled_lr(group: dict[str, Any], configured_base: Any) -> float:
+def _scaled_lr(group: dict[str, Any], configured_base: Any) -> float | None:
+    """The restored lr, moved onto the configured base lr of its schedule."""
     restored_base = _number(group["initial_lr"])
     lr = _number(group["lr"])
     base = _number(configured_base)

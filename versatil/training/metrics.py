@@ -89,9 +89,10 @@ class ThroughputMonitor(L.Callback):
     - ``peak_memory_mb``: on GPU the CUDA allocator's peak for the epoch; on CPU the
       process's peak resident set during the epoch (``VmHWM``, reset at the epoch's start;
       where that reset is unavailable, the process's lifetime ``ru_maxrss``).
-    - ``compile_time_s`` (compiled runs only): the time of the warm-up batches (at least the
-      first) beyond the median of the later batches: where ``torch.compile`` traces and
-      builds kernels.
+    - ``compile_time_s`` (compiled runs only): the step time (a batch's start to its end)
+      of the warm-up batches (at least the first) beyond the median step time of the later
+      batches: where ``torch.compile`` traces and builds kernels. Settled at the first
+      epoch with later batches.
 
     Samples are counted by :func:`count_samples`: a LightningModule may define
     ``count_samples(self, batch) -> int`` to count tokens, pixels or anything else. Under
