@@ -1,7 +1,11 @@
 """Real sweeps on a real multi-node Ray cluster, each trial a real Lightning fit."""
 
 import io
+import json
 from pathlib import Path
+
+import pytest
+import torch
 
 from versatil.sweep.runner import run_sweep
 
@@ -96,6 +100,11 @@ def test_pbt_exploits_checkpoints_of_better_trials(ray_cluster, sweep_config):
         # It continued from a checkpoint with the mutated lr, to the last epoch.
         assert row.metrics["resumed"] and row.epochs == 6
     assert all(r.status == "completed" for r in outcome.rows)
+    # Every epoch trained with the lr of the config it reported under, exploits included.
+    for path in outcome.experiment_dir.glob("*/result.json"):
+        for line in path.read_text().splitlines():
+            result = json.loads(line)
+            assert result["optimizer/lr"] == pytest.approx(result["config"]["lr"])
 
 
 def test_optuna_samples_the_space(ray_cluster, sweep_config):
@@ -110,16 +119,26 @@ def test_optuna_samples_the_space(ray_cluster, sweep_config):
     assert all(r.status == "completed" for r in outcome.rows)
 
 
-def test_workers_per_trial_runs_data_parallel_on_gloo(ray_cluster, sweep_config):
+def test_workers_per_trial_runs_data_parallel_on_gloo_and_resumes(ray_cluster, sweep_config):
     config = sweep_config(
+        # A user's task that raises at the start of epoch 1 unless its fit was resumed: the
+        # first attempt reports epoch 0 with its checkpoint and fails; Tune retries it.
+        task={"name": "tests.training.user_tasks:build", "params": {"crash_epoch": 1}},
         space={"precision": ["32"]},
         # Two workers of half a CPU each, beside the coordinator's sliver of one.
         resources={"cpu": 0.5, "workers_per_trial": 2},
         max_concurrent_trials=1,
+        max_failures=1,
     )
     outcome, _ = run(config)
     (row,) = outcome.rows
     assert row.status == "completed", row.reason
     assert row.metrics["world_size"] == 2
     assert row.epochs == 2
-    assert (Path(row.checkpoint) / "last.ckpt").is_file()
+    (trial_results,) = outcome.experiment_dir.glob("*/result.json")
+    reported = [json.loads(line) for line in trial_results.read_text().splitlines()]
+    # Epoch 0 is not trained again: the retry continued from its checkpoint on both ranks.
+    assert [(r["epoch"], r["resumed"]) for r in reported] == [(0, False), (1, True)]
+    # Rank 0's checkpoint of the resumed epoch is the trial's checkpoint in Tune.
+    checkpoint = torch.load(Path(row.checkpoint) / "last.ckpt", weights_only=False)
+    assert checkpoint["epoch"] == 1

@@ -8,7 +8,15 @@ import pytest
 from versatil.training.__main__ import main
 from versatil.training.fit import InfeasibleError, train
 
-THROUGHPUT = {"samples_per_sec", "epoch_time_s", "peak_memory_mb"}
+THROUGHPUT = {
+    "samples_per_sec",
+    "throughput_steps",
+    "throughput_samples",
+    "throughput_time_s",
+    "samples_seen",
+    "epoch_time_s",
+    "peak_memory_mb",
+}
 
 
 def test_each_epoch_reports_objective_and_throughput(tmp_path, small_config):
@@ -19,8 +27,13 @@ def test_each_epoch_reports_objective_and_throughput(tmp_path, small_config):
         assert {"val_loss", "train_loss", *THROUGHPUT} <= set(metrics)
         assert "compile_time_s" not in metrics
         assert metrics["samples_per_sec"] > 0
-    samples = seen[-1]["samples_per_sec"] * seen[-1]["epoch_time_s"]
-    assert samples == pytest.approx(len(result.datamodule.train_set))
+    # Every epoch sees the whole training set; the last one is measured on all of it.
+    assert all(m["samples_seen"] == len(result.datamodule.train_set) for m in seen)
+    last = seen[-1]
+    assert last["throughput_samples"] == last["samples_seen"]
+    assert last["samples_per_sec"] == pytest.approx(
+        last["throughput_samples"] / last["throughput_time_s"]
+    )
     assert seen[-1]["val_loss"] < seen[0]["val_loss"]
 
 

@@ -109,7 +109,8 @@ def load_report(
                 status=run.data.tags.get(STATUS_TAG, "running"),
                 objective=value,
                 metrics=metrics,
-                epochs=len(history),
+                # A retried epoch is logged again at the same step: count it once.
+                epochs=len({m.step for m in history}),
                 reason=run.data.tags.get("versatil.reason", ""),
             )
         )

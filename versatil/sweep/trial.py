@@ -171,8 +171,17 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
         result = epoch_result(trainer, metrics, fit_start, resumed)
         tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
 
+    # The params PBT mutates: after an exploit, the optimizer takes the values the task
+    # configures from them instead of those restored with the source's checkpoint.
+    mutated = sweep.scheduler.hyperparam_mutations if sweep.scheduler.type == "pbt" else {}
     try:
-        train(config, checkpoint_dir, on_epoch_end=report, ckpt_path=ckpt_path)
+        train(
+            config,
+            checkpoint_dir,
+            on_epoch_end=report,
+            ckpt_path=ckpt_path,
+            optimizer_keys=tuple(mutated),
+        )
     except ConfigError as error:  # bad task params: the message names them
         tune.report({**end_result(sweep, "failed", str(error)), **_process_facts()})
     except InfeasibleError as error:

@@ -112,12 +112,6 @@ class BehaviorCloningPolicy(L.LightningModule):
         if stage == "fit" and datamodule is not None and hasattr(datamodule, "input_stats"):
             self.normalizer.set_stats(datamodule.input_stats)
 
-    def on_train_start(self) -> None:
-        # A resumed fit restores the optimizer's state, learning rate included; the
-        # configured lr wins, so PBT's mutated lr takes effect after an exploit.
-        for group in self.trainer.optimizers[0].param_groups:
-            group["lr"] = self.hparams.lr
-
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.policy(self.normalizer(obs))
 

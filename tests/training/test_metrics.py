@@ -1,0 +1,90 @@
+"""Throughput and peak memory as a user's task gets them: any batch, steady state, own peak."""
+
+import resource
+import sys
+
+import pytest
+
+from tests.training.user_tasks import tokens_of
+from versatil.training import metrics
+from versatil.training.config import TrainConfig
+from versatil.training.fit import train
+
+USER_TASK = "tests.training.user_tasks:build"
+
+
+def user_config(max_epochs=2, **params):
+    return TrainConfig.from_mapping(
+        {"task": USER_TASK, "params": params, "max_epochs": max_epochs, "accelerator": "cpu"}
+    )
+
+
+def assert_consistent(epoch):
+    """samples_per_sec is recomputable from the raw numbers reported beside it."""
+    if epoch["throughput_steps"]:
+        assert epoch["samples_per_sec"] == pytest.approx(
+            epoch["throughput_samples"] / epoch["throughput_time_s"]
+        )
+        assert 0 < epoch["throughput_time_s"] <= epoch["epoch_time_s"]
+    else:
+        assert epoch["throughput_samples"] == 0 and epoch["throughput_time_s"] == 0
+        assert epoch["samples_per_sec"] == pytest.approx(
+            epoch["samples_seen"] / epoch["epoch_time_s"]
+        )
+
+
+def test_dict_batches_count_samples_and_warm_up_is_left_out(tmp_path):
+    # 40 samples in batches of 8: five batches an epoch; the first two of the fit warm up.
+    result = train(user_config(n=40, batch_size=8), tmp_path, warmup_steps=2)
+    first, second = result.history
+    assert first["samples_seen"] == second["samples_seen"] == 40  # not 3 keys a batch
+    assert (first["throughput_steps"], first["throughput_samples"]) == (3, 24)
+    assert (second["throughput_steps"], second["throughput_samples"]) == (5, 40)
+    for epoch in result.history:
+        assert_consistent(epoch)
+
+
+def test_a_module_counts_its_own_samples(tmp_path):
+    result = train(user_config(n=20, batch_size=5, tokens=True), tmp_path, warmup_steps=1)
+    tokens = [tokens_of(i) for i in range(20)]
+    for epoch in result.history:
+        assert epoch["samples_seen"] == sum(tokens)
+    # The first batch (samples 0-4) warmed up; the other three are measured.
+    assert result.history[0]["throughput_samples"] == sum(tokens[5:])
+    assert_consistent(result.history[0])
+
+
+def test_epochs_shorter_than_the_warm_up_say_so_and_fall_back(tmp_path):
+    # One batch an epoch, two warm-up batches: the first two epochs measure nothing.
+    result = train(user_config(max_epochs=3, n=8, batch_size=8), tmp_path, warmup_steps=2)
+    assert [e["throughput_steps"] for e in result.history] == [0, 0, 1]
+    for epoch in result.history:
+        assert epoch["samples_seen"] == 8 and epoch["samples_per_sec"] > 0
+        assert_consistent(epoch)
+
+
+def test_a_resumed_fit_warms_up_again(tmp_path):
+    train(user_config(max_epochs=1), tmp_path, warmup_steps=2)
+    resumed = train(
+        user_config(max_epochs=2), tmp_path, ckpt_path=tmp_path / "last.ckpt", warmup_steps=2
+    )
+    (epoch,) = resumed.history
+    assert epoch["epoch"] == 1 and epoch["throughput_steps"] == 3
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="VmHWM is Linux's")
+def test_cpu_peak_memory_is_each_epochs_own(tmp_path):
+    assert metrics.reset_peak_rss(), "cannot write /proc/self/clear_refs"
+    # One process: a fit that holds 300 MiB in every step, then a small one. A lifetime
+    # peak (ru_maxrss) would report the first fit's peak for both.
+    big = train(user_config(max_epochs=1, ballast_mb=300), tmp_path / "big")
+    small = train(user_config(max_epochs=1), tmp_path / "small")
+    big_peak, small_peak = big.metrics["peak_memory_mb"], small.metrics["peak_memory_mb"]
+    assert big_peak - small_peak > 200, (big_peak, small_peak)
+
+
+def test_without_a_peak_reset_the_lifetime_peak_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setattr(metrics, "_CLEAR_REFS", tmp_path / "missing" / "clear_refs")
+    assert not metrics.reset_peak_rss()
+    lifetime = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert metrics.peak_rss_mb(since_reset=False) == pytest.approx(lifetime, rel=0.05)
