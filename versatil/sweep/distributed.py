@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from versatil.status import TrialStatus
 from versatil.sweep.config import SweepConfig
 from versatil.sweep.trial import _process_facts, end_result, epoch_result
 from versatil.training.config import TrainConfig
@@ -151,7 +152,9 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
             devices="auto",
         )
     except InfeasibleError as error:
-        ray.train.report({**end_result(sweep, "infeasible", error.reason), **_process_facts()})
+        ray.train.report(
+            {**end_result(sweep, TrialStatus.INFEASIBLE, error.reason), **_process_facts()}
+        )
     finally:
         # Reports upload synchronously, so nothing here is needed any more.
         for directory in scratch:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from versatil.errors import ConfigError
+from versatil.status import TrialStatus
 from versatil.sweep.summary import (
     SETTINGS_COLUMNS,
     THROUGHPUT_COLUMNS,
@@ -106,7 +107,7 @@ def load_report(
             TrialRow(
                 trial_id=run.data.tags.get(TRIAL_ID_TAG, run.info.run_id),
                 axes=axes,
-                status=run.data.tags.get(STATUS_TAG, "running"),
+                status=TrialStatus(run.data.tags.get(STATUS_TAG, TrialStatus.RUNNING)),
                 objective=value,
                 metrics=metrics,
                 # A retried epoch is logged again at the same step: count it once.

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import yaml
 
 from versatil.errors import ConfigError
+from versatil.status import TrialStatus
 from versatil.sweep.checks import check_task
 from versatil.sweep.config import NumericAxis, SweepConfig
 from versatil.sweep.result_keys import OBJECTIVE_MISSING, REASON, STATUS
@@ -162,7 +163,7 @@ class ProgressPrinter:
         axes = " ".join(f"{k}={trial.config.get(k)}" for k in self.config.space)
         metric = self.config.objective.metric
         status = result.get(STATUS, "")
-        if status in ("infeasible", "failed"):
+        if status in (TrialStatus.INFEASIBLE, TrialStatus.FAILED):
             self._print(f"{trial.trial_id} {status}: {result.get(REASON, '')} ({axes})")
             return
         epoch = result.get("epoch", 0) + 1
@@ -183,11 +184,11 @@ def rows_from_results(results: Any, config: SweepConfig) -> list[TrialRow]:
     rows = []
     for result in results:
         metrics = dict(result.metrics or {})
-        status = metrics.get(STATUS, "failed")
+        status = TrialStatus(metrics.get(STATUS, TrialStatus.FAILED))
         if result.error is not None:
-            status = "failed"
-        elif status == "running":
-            status = "stopped"  # the scheduler ended it before max_epochs
+            status = TrialStatus.FAILED
+        elif status == TrialStatus.RUNNING:
+            status = TrialStatus.STOPPED  # the scheduler ended it before max_epochs
         reason = metrics.get(REASON, "")
         if result.error is not None and not reason:
             reason = str(result.error).strip().splitlines()[-1][:200]
@@ -212,7 +213,7 @@ def rows_from_results(results: Any, config: SweepConfig) -> list[TrialRow]:
 def _not_run(row: TrialRow) -> TrialRow:
     """A trial the sweep never started because it stopped early."""
     reason = "not run: the sweep stopped when the objective metric was found missing"
-    return dataclasses.replace(row, status="stopped", reason=reason)
+    return dataclasses.replace(row, status=TrialStatus.STOPPED, reason=reason)
 
 
 def run_sweep(
@@ -332,6 +333,8 @@ def run_sweep(
         )
     if on_start is not None:
         on_start(experiment_dir)
+    # Tune warns about every trial without results; the summary reports those trials.
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     try:
         results = tuner.fit()
     except tune.TuneError:
@@ -340,12 +343,12 @@ def run_sweep(
     rows = rows_from_results(results, config)
     missing = next((r for r in rows if r.metrics.get(OBJECTIVE_MISSING)), None)
     if missing is not None:
-        rows = [_not_run(r) if not r.metrics else r for r in rows]
+        rows = [r if STATUS in r.metrics else _not_run(r) for r in rows]
     best = best_row(rows, config.objective.mode)
     marks = {best.trial_id: "*"} if best else {}
     sweep_tracker.finish_sweep(rows, best, format_table(rows, config.objective.metric, marks))
     if missing is not None:
-        ran = sum(bool(r.metrics) for r in rows)
+        ran = sum(STATUS in r.metrics for r in rows)
         raise ConfigError(
             f"{missing.reason}. The sweep stopped at that result: every trial runs the same "
             f"module ({ran} of {len(rows)} trials started, none trained past this epoch); "

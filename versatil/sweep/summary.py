@@ -7,6 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from versatil.status import TrialStatus
+
 __all__ = ["TrialRow", "best_row", "format_table"]
 
 SETTINGS_COLUMNS = ("precision", "compile_mode", "matmul_precision")
@@ -30,7 +32,7 @@ class TrialRow:
 
     trial_id: str
     axes: dict[str, Any]
-    status: str
+    status: TrialStatus
     objective: float | None
     metrics: dict[str, Any]
     epochs: int
@@ -43,9 +45,7 @@ def best_row(rows: Sequence[TrialRow], mode: str) -> TrialRow | None:
     ranked = [
         r
         for r in rows
-        if r.status in ("completed", "stopped")
-        and r.objective is not None
-        and math.isfinite(r.objective)
+        if TrialStatus(r.status).ranked and r.objective is not None and math.isfinite(r.objective)
     ]
     if not ranked:
         return None
@@ -106,7 +106,7 @@ def pareto_front(rows: Sequence[TrialRow], mode: str) -> set[str]:
     points = {
         r.trial_id: (sign * r.objective, -float(r.metrics["samples_per_sec"]))
         for r in rows
-        if r.status in ("completed", "stopped")
+        if TrialStatus(r.status).ranked
         and r.objective is not None
         and math.isfinite(r.objective)
         and r.metrics.get("samples_per_sec") is not None

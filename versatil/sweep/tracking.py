@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from versatil.errors import ConfigError
-from versatil.sweep.result_keys import EPOCH, HPARAMS, flatten, metric_items
+from versatil.status import TrialStatus
+from versatil.sweep.result_keys import EPOCH, HPARAMS, STATUS, flatten, metric_items
 
 __all__ = [
     "TRIAL_ID_TAG",
@@ -64,7 +65,6 @@ MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAM_VALUE = 6000
 MAX_KEY = 250
-RUN_STATUS = {"completed": "FINISHED", "stopped": "KILLED", "infeasible": "FINISHED"}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -284,7 +284,7 @@ class ChildRun:
                 TRIAL_ID_TAG: trial_id,
                 "versatil.trial_name": trial_name,
                 AXES_TAG: ",".join(axes),
-                STATUS_TAG: "running",
+                STATUS_TAG: TrialStatus.RUNNING,
             },
         )
         child = cls(client, run.info.run_id)
@@ -345,7 +345,7 @@ class ChildRun:
         self.client.set_tag(self.run_id, STATUS_TAG, status)
         if reason:
             self.client.set_tag(self.run_id, REASON_TAG, reason[:5000])
-        self.client.set_terminated(self.run_id, RUN_STATUS.get(status, "FAILED"))
+        self.client.set_terminated(self.run_id, TrialStatus(status).mlflow_status)
 
 
 def _mlflow_key(name: str) -> str:
@@ -463,13 +463,13 @@ class SweepTracker:
 
             def on_trial_complete(self, iteration, trials, trial, **info):
                 result = trial.last_result or {}
-                status = result.get("status", "failed")
+                status = TrialStatus(result.get(STATUS, TrialStatus.FAILED))
                 tracker.submit(
                     tracker.finish_trial,
                     trial.trial_id,
                     str(trial),
                     dict(trial.config),
-                    "stopped" if status == "running" else status,
+                    TrialStatus.STOPPED if status == TrialStatus.RUNNING else status,
                     str(result.get("reason", "")),
                 )
 
@@ -483,7 +483,7 @@ class SweepTracker:
                     trial.trial_id,
                     str(trial),
                     dict(trial.config),
-                    "failed",
+                    TrialStatus.FAILED,
                     error,
                 )
 

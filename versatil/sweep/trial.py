@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from versatil.errors import ConfigError
+from versatil.status import TrialStatus
 from versatil.sweep.config import ENUM_AXES, NONE, SweepConfig
 from versatil.sweep.result_keys import HPARAMS, OBJECTIVE_MISSING, REASON, STATUS, flatten
 from versatil.training.config import TrainConfig
@@ -78,11 +79,11 @@ def epoch_result(
     """The result a trial reports after an epoch: metrics, status and worker facts."""
     loss = metrics.get("train_loss", 0.0)
     if not math.isfinite(loss):
-        status = "diverged"
+        status = TrialStatus.DIVERGED
     elif trainer.current_epoch + 1 >= trainer.max_epochs:
-        status = "completed"
+        status = TrialStatus.COMPLETED
     else:
-        status = "running"
+        status = TrialStatus.RUNNING
     result = {
         **metrics,
         **_process_facts(),
@@ -120,10 +121,10 @@ def missing_objective(
         f"{int(metrics.get('epoch', 0))}; it logged {', '.join(names) or 'nothing'}; set "
         "objective.metric to one of those, or log it with self.log() in the LightningModule"
     )
-    return {**end_result(sweep, "failed", reason), OBJECTIVE_MISSING: True}
+    return {**end_result(sweep, TrialStatus.FAILED, reason), OBJECTIVE_MISSING: True}
 
 
-def end_result(sweep: SweepConfig, status: str, reason: str) -> dict[str, Any]:
+def end_result(sweep: SweepConfig, status: TrialStatus, reason: str) -> dict[str, Any]:
     """The one result of a trial that could not train: worst objective, status, reason."""
     return {
         sweep.objective.metric: worst_value(sweep.objective.mode),
@@ -149,7 +150,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
     try:
         config = train_config_for(axes, sweep)
     except ConfigError as error:
-        tune.report({**end_result(sweep, "failed", str(error)), **_process_facts()})
+        tune.report({**end_result(sweep, TrialStatus.FAILED, str(error)), **_process_facts()})
         return
     if sweep.resources.workers_per_trial > 1:
         from versatil.sweep.distributed import run_distributed_trial
@@ -183,6 +184,6 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
             optimizer_keys=tuple(mutated),
         )
     except ConfigError as error:  # bad task params: the message names them
-        tune.report({**end_result(sweep, "failed", str(error)), **_process_facts()})
+        tune.report({**end_result(sweep, TrialStatus.FAILED, str(error)), **_process_facts()})
     except InfeasibleError as error:
-        tune.report({**end_result(sweep, "infeasible", error.reason), **_process_facts()})
+        tune.report({**end_result(sweep, TrialStatus.INFEASIBLE, error.reason), **_process_facts()})

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from versatil.cli_common import parse_assignment, quiet_libraries, run_cli
+from versatil.status import TrialStatus
 from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
 
 
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"infeasible: {error.reason}")
         return 1
     print(f"status: {result.status}; checkpoint: {result.checkpoint_dir}")
-    return 0 if result.status == "completed" else 1
+    return 0 if result.status == TrialStatus.COMPLETED else 1
 
 
 if __name__ == "__main__":

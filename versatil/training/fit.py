@@ -12,6 +12,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from versatil.status import TrialStatus
 from versatil.training.checkpoint import CheckpointDirWriter
 from versatil.training.config import TrainConfig
 from versatil.training.metrics import ThroughputMonitor
@@ -273,7 +274,7 @@ def train(
         trainer.fit(model, datamodule=built["datamodule"], ckpt_path=ckpt_path)
     history = epoch_end.history
     return TrainResult(
-        status="diverged" if epoch_end.diverged else "completed",
+        status=TrialStatus.DIVERGED if epoch_end.diverged else TrialStatus.COMPLETED,
         metrics=history[-1] if history else {},
         history=history,
         checkpoint_dir=Path(checkpoint_dir),
