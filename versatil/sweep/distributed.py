@@ -21,7 +21,7 @@ from typing import Any
 
 from versatil.status import TrialStatus
 from versatil.sweep.config import SweepConfig
-from versatil.sweep.trial import _process_facts, end_result, epoch_result
+from versatil.sweep.trial_results import end_result, epoch_result, process_facts
 from versatil.training.config import TrainConfig
 
 __all__ = ["run_distributed_trial"]
@@ -153,7 +153,7 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
         )
     except InfeasibleError as error:
         ray.train.report(
-            {**end_result(sweep, TrialStatus.INFEASIBLE, error.reason), **_process_facts()}
+            {**end_result(sweep, TrialStatus.INFEASIBLE, error.reason), **process_facts()}
         )
     finally:
         # Reports upload synchronously, so nothing here is needed any more.

@@ -5,7 +5,8 @@ from __future__ import annotations
 from versatil.sweep.checks import check_task
 from versatil.sweep.config import ENUM_AXES, SweepConfig
 from versatil.sweep.space import expand_trials
-from versatil.sweep.trial import train_config_for
+from versatil.sweep.trial_config import train_config_for
+from versatil.tables import format_table
 
 __all__ = ["print_dry_run", "trial_feasibility"]
 
@@ -33,19 +34,11 @@ def print_dry_run(config: SweepConfig) -> None:
     check_task(config)
     trials = trial_feasibility(config)
     names = list(config.space)
-    header = ["#", *names, "feasible here"]
-    table = [header]
-    for i, (axes, reason) in enumerate(trials):
-        table.append(
-            [
-                str(i),
-                *(str(axes.get(n)) for n in names),
-                "yes" if reason is None else f"no: {reason}",
-            ]
-        )
-    widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
-    for row in table:
-        print("  ".join([*(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)), row[-1]]))
+    rows = [
+        [i, *(axes.get(n) for n in names), "yes" if reason is None else f"no: {reason}"]
+        for i, (axes, reason) in enumerate(trials)
+    ]
+    print(format_table(["#", *names, "feasible here"], rows))
     feasible = sum(reason is None for _, reason in trials)
     print(
         f"\nsweep {config.name!r}: {len(trials)} trials ({config.search.algorithm} search, "

@@ -19,8 +19,8 @@ from versatil.sweep.summary import (
     SETTINGS_COLUMNS,
     THROUGHPUT_COLUMNS,
     TrialRow,
-    format_table,
     summary_marks,
+    summary_table,
 )
 from versatil.sweep.tracking import (
     AXES_TAG,
@@ -29,6 +29,7 @@ from versatil.sweep.tracking import (
     TrackingContext,
     child_runs,
 )
+from versatil.tables import format_table
 
 __all__ = ["FORMATS", "SweepReport", "load_report", "render", "write_plots"]
 
@@ -141,7 +142,7 @@ def render(report: SweepReport, fmt: str) -> str:
         legend = (
             "\n\n* best trial, P other trials on the Pareto front (objective vs samples_per_sec)"
         )
-        return format_table(report.rows, report.context.objective, report.marks) + legend
+        return summary_table(report.rows, report.context.objective, report.marks) + legend
     records = _records(report)
     if fmt == "json":
         return json.dumps(records, indent=2, default=str)
@@ -152,17 +153,8 @@ def render(report: SweepReport, fmt: str) -> str:
         writer.writeheader()
         writer.writerows(records)
         return buffer.getvalue()
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for record in records:
-        cells = [_cell(record.get(c)) for c in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else str(value)
-    return "" if value is None else str(value)
+    table = [[record.get(c) for c in columns] for record in records]
+    return format_table(columns, table, style="markdown", missing="")
 
 
 def write_plots(report: SweepReport, directory: Path) -> list[Path]:

@@ -23,7 +23,7 @@ from versatil.sweep.checks import check_task
 from versatil.sweep.config import NumericAxis, SweepConfig
 from versatil.sweep.result_keys import OBJECTIVE_MISSING, REASON, STATUS
 from versatil.sweep.space import build_param_space, numeric_domain
-from versatil.sweep.summary import TrialRow, best_row, format_table
+from versatil.sweep.summary import TrialRow, best_row, summary_table
 from versatil.sweep.tracking import (
     SweepTracker,
     TrackingContext,
@@ -346,7 +346,7 @@ def run_sweep(
         rows = [r if STATUS in r.metrics else _not_run(r) for r in rows]
     best = best_row(rows, config.objective.mode)
     marks = {best.trial_id: "*"} if best else {}
-    sweep_tracker.finish_sweep(rows, best, format_table(rows, config.objective.metric, marks))
+    sweep_tracker.finish_sweep(rows, best, summary_table(rows, config.objective.metric, marks))
     if missing is not None:
         ran = sum(STATUS in r.metrics for r in rows)
         raise ConfigError(

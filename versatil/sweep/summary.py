@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from versatil.status import TrialStatus
+from versatil.tables import format_table
 
-__all__ = ["TrialRow", "best_row", "format_table"]
+__all__ = ["TrialRow", "best_row", "summary_table"]
 
 SETTINGS_COLUMNS = ("precision", "compile_mode", "matmul_precision")
 THROUGHPUT_COLUMNS = ("samples_per_sec", "epoch_time_s", "peak_memory_mb", "compile_time_s")
@@ -52,17 +53,7 @@ def best_row(rows: Sequence[TrialRow], mode: str) -> TrialRow | None:
     return (min if mode == "min" else max)(ranked, key=lambda r: r.objective)
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return str(value)
-        return f"{value:.4g}"
-    return str(value)
-
-
-def format_table(
+def summary_table(
     rows: Sequence[TrialRow], objective: str, marks: dict[str, str] | None = None
 ) -> str:
     """A fixed-width text table: settings, other axes, objective, throughput, status.
@@ -75,25 +66,19 @@ def format_table(
     axis_names = [c for c in SETTINGS_COLUMNS if any(c in r.axes for r in rows)]
     axis_names += sorted({k for r in rows for k in r.axes} - set(SETTINGS_COLUMNS))
     headers = ["", "trial", *axis_names, objective, *THROUGHPUT_COLUMNS, "epochs", "status"]
-    table = [headers]
-    for row in rows:
-        table.append(
-            [
-                (marks or {}).get(row.trial_id, ""),
-                row.trial_id,
-                *(_cell(row.axes.get(a)) for a in axis_names),
-                _cell(row.objective),
-                *(_cell(row.metrics.get(c)) for c in THROUGHPUT_COLUMNS),
-                str(row.epochs),
-                row.status + (f": {row.reason}" if row.reason else ""),
-            ]
-        )
-    widths = [max(len(line[i]) for line in table) for i in range(len(headers) - 1)]
-    lines = []
-    for line in table:
-        cells = [cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True)]
-        lines.append("  ".join([*cells, line[-1]]).rstrip())
-    return "\n".join(lines)
+    table = [
+        [
+            (marks or {}).get(row.trial_id, ""),
+            row.trial_id,
+            *(row.axes.get(a) for a in axis_names),
+            row.objective,
+            *(row.metrics.get(c) for c in THROUGHPUT_COLUMNS),
+            row.epochs,
+            row.status + (f": {row.reason}" if row.reason else ""),
+        ]
+        for row in rows
+    ]
+    return format_table(headers, table)
 
 
 def pareto_front(rows: Sequence[TrialRow], mode: str) -> set[str]:

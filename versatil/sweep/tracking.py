@@ -508,7 +508,7 @@ class SweepTracker:
     def _child(self, trial_id: str, trial_name: str, axes: Mapping[str, Any]) -> ChildRun:
         child = self._children.get(trial_id)
         if child is None:
-            from versatil.sweep.trial import train_config_for
+            from versatil.sweep.trial_config import train_config_for
 
             try:
                 config = train_config_for(dict(axes), self.sweep)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from versatil.cli_common import parse_assignment, quiet_libraries, run_cli
 from versatil.status import TrialStatus
+from versatil.tables import format_table
 from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
 
 
@@ -66,16 +67,18 @@ def main(argv: list[str] | None = None) -> int:
         "epoch_time_s",
         "peak_memory_mb",
     )
-    print("  ".join(f"{c:>15}" for c in columns))
+    epochs: list[list[object]] = []
 
     def show(trainer: object, metrics: dict[str, float]) -> None:
-        print("  ".join(f"{metrics.get(c, float('nan')):>15.4g}" for c in columns), flush=True)
+        epochs.append([metrics.get(c) for c in columns])
+        print(f"epoch {int(metrics['epoch'])} done", flush=True)
 
     try:
         result = train(config, args.output, on_epoch_end=show)
     except InfeasibleError as error:
         print(f"infeasible: {error.reason}")
         return 1
+    print(format_table(columns, epochs))
     print(f"status: {result.status}; checkpoint: {result.checkpoint_dir}")
     return 0 if result.status == TrialStatus.COMPLETED else 1
 
