@@ -84,6 +84,8 @@ def test_cli_prints_each_epoch_and_the_checkpoint(tmp_path, capsys):
     )
     out = capsys.readouterr().out.splitlines()
     assert code == 0
+    assert out[:2] == ["epoch 0 done", "epoch 1 done"]
+    out = out[2:]  # then the table of every epoch
     assert out[0].split() == [
         "epoch",
         "train_loss",
