@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
-import yaml
 
 from versatil.errors import ConfigError, describe_validation_error
+from versatil.sweep.sweep_file import check_plain_data, parse_yaml, read_text
 from versatil.training.constants import PrecisionType
 from versatil.training.settings import SETTING_ENUMS
 
 __all__ = [
     "ENUM_AXES",
+    "MAX_TRIALS",
     "NUMERIC_KINDS",
     "EnumAxis",
     "NumericAxis",
@@ -36,6 +37,12 @@ ENUM_AXES: dict[str, type[enum.StrEnum]] = SETTING_ENUMS
 """The settings axes, each drawn from its enum."""
 
 NUMERIC_KINDS = ("choice", "grid", "uniform", "loguniform", "randint")
+
+MAX_TRIALS = 10_000
+"""The most trials a sweep may expand to (``--dry-run`` lists each one)."""
+
+MAX_SEED = 2**32 - 1
+"""The largest seed numpy, Optuna and Lightning accept (the smallest is 0)."""
 
 
 def axis_choices(name: str) -> list[str]:
@@ -71,7 +78,7 @@ class NumericAxis(pydantic.BaseModel):
     take ``[low, high]``.
     """
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     choice: list[Any] | None = None
     grid: list[Any] | None = None
@@ -141,7 +148,7 @@ class SearchSection(pydantic.BaseModel):
 class SchedulerSection(pydantic.BaseModel):
     """When trials stop early or exploit each other."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     type: Literal["fifo", "asha", "pbt"] = pydantic.Field("fifo", description="fifo, asha or pbt.")
     grace_period: int = pydantic.Field(1, ge=1, description="ASHA: epochs before a trial may stop.")
@@ -163,7 +170,7 @@ class SchedulerSection(pydantic.BaseModel):
 class ResourcesSection(pydantic.BaseModel):
     """What one trial gets."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     cpu: float = pydantic.Field(1, gt=0, description="CPUs per trial (per worker).")
     gpu: float = pydantic.Field(
@@ -312,7 +319,7 @@ def _parse_axis(name: str, raw: Any) -> Any:
         return values
     if isinstance(raw, Mapping) and set(raw) & set(NUMERIC_KINDS):
         try:
-            return NumericAxis(**raw)
+            return NumericAxis.model_validate(raw)
         except pydantic.ValidationError as error:
             lines = describe_validation_error(error, f"space.{name}", fields=list(NUMERIC_KINDS))
             raise ConfigError("; ".join(lines)) from None
@@ -328,43 +335,78 @@ def load_sweep(path: Path | str, overrides: Mapping[str, Any] | None = None) -> 
     """Reads and validates a sweep file, applying ``--set`` style overrides first.
 
     Raises:
-        ConfigError: listing every problem in the file.
+        ConfigError: listing every problem in the file; also when the file cannot be read
+            or parsed (see :mod:`versatil.sweep.sweep_file`).
     """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"sweep file {str(path)!r} does not exist") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"sweep file {str(path)!r} is not valid YAML: {error}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"sweep file {str(path)!r} must hold a mapping, not {type(data).__name__}"
-        )
+    source = str(path)
+    data = parse_yaml(read_text(path), f"sweep file {source!r}")
     data = apply_overrides(data, overrides or {})
-    return validate_sweep(data, source=str(path))
+    try:
+        check_plain_data(data)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    config = validate_sweep(data, source=source)
+    check_limits(config, source)
+    return config
 
 
 def validate_sweep(data: Mapping[str, Any], source: str = "sweep") -> SweepConfig:
     """Validates plain data into a SweepConfig, raising one ConfigError for all problems."""
     try:
-        return SweepConfig(**data)
+        return SweepConfig.model_validate(data)
     except pydantic.ValidationError as error:
-        lines = describe_validation_error(error, fields=list(SweepConfig.model_fields))
+        lines = describe_validation_error(error, model=SweepConfig)
         raise ConfigError(f"{source}: " + "; ".join(lines)) from None
 
 
-def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Sets dotted keys (``trainer.max_epochs``) in a copy of ``data``."""
-    import copy
+def check_limits(config: SweepConfig, source: str = "sweep") -> None:
+    """Rejects a valid-looking sweep that could not run: too many trials, seeds out of range.
 
-    result = copy.deepcopy(data)
+    Raises:
+        ConfigError: naming each field, its value and the limit.
+    """
+    errors = []
+    for field, seed in (("search.seed", config.search.seed), ("trainer.seed", config.trainer.seed)):
+        if seed is not None and not 0 <= seed <= MAX_SEED:
+            errors.append(f"{field}: {seed} is out of range; use 0 to {MAX_SEED}")
+    samples = config.search.num_samples
+    combos = 1
+    for name, axis in config.space.items():
+        if name in ENUM_AXES and config.search.algorithm == "grid":
+            combos *= len(axis)
+        elif _is_grid(axis):
+            combos *= len(axis.args)
+    if samples > MAX_TRIALS or samples * combos > MAX_TRIALS:
+        errors.append(
+            f"search.num_samples: {samples} samples of {combos} grid combinations are more "
+            f"than {MAX_TRIALS} trials"
+        )
+    if errors:
+        raise ConfigError(f"{source}: " + "; ".join(errors))
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Sets dotted keys (``trainer.max_epochs``) in a copy of ``data``.
+
+    Only the sections on an override's path are copied; ``data`` is left unchanged.
+
+    Raises:
+        ConfigError: when a dotted key has an empty part or runs through a value that is
+            not a section.
+    """
+    result = dict(data)
     for dotted, value in overrides.items():
-        node = result
         *parents, leaf = dotted.split(".")
-        for part in parents:
-            if not isinstance(node.get(part, {}), dict):
-                raise ConfigError(f"--set {dotted}: {part!r} is not a section")
-            node = node.setdefault(part, {})
+        if not all(part.strip() for part in (*parents, leaf)):
+            raise ConfigError(f"--set {dotted}: empty name in the dotted key")
+        node = result
+        for depth, part in enumerate(parents):
+            child = node.get(part, {})
+            if not isinstance(child, Mapping):
+                where = ".".join(parents[: depth + 1])
+                raise ConfigError(f"--set {dotted}: {where} is not a section; it holds {child!r}")
+            node[part] = dict(child)
+            node = node[part]
         node[leaf] = value
     return result
