@@ -17,7 +17,7 @@ import pydantic
 from versatil.errors import ConfigError, describe_validation_error
 from versatil.sweep.sweep_file import check_plain_data, parse_yaml, read_text
 from versatil.training.constants import PrecisionType
-from versatil.training.settings import SETTING_ENUMS
+from versatil.training.settings import SETTING_ENUMS, SettingsError, parse_setting
 
 __all__ = [
     "ENUM_AXES",
@@ -57,18 +57,55 @@ def axis_choices(name: str) -> list[str]:
 
 
 class EnumAxis(pydantic.BaseModel):
-    """An enum axis: ``all``, a list of values, or ``{values: all, exclude: [...]}``."""
+    """An enum axis: ``all``, a list of values, or ``{values: all, exclude: [...]}``.
+
+    Values are parsed by :func:`~versatil.training.settings.parse_setting`, as everywhere
+    else: Lightning's aliases (``bf16``, ``32-true``, ...) are accepted.
+    """
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
-    values: list[str] | Literal["all"] = "all"
-    exclude: list[str] = []
+    values: list[Any] | Literal["all"] = "all"
+    exclude: list[Any] = []
 
     def resolve(self, name: str) -> list[str]:
-        """The axis's values in enum order, ``exclude`` removed."""
+        """The axis's canonical values, without duplicates and ``exclude``.
+
+        ``all`` is in enum order; listed values keep their order.
+
+        Raises:
+            ConfigError: naming each value that is not valid for training.
+        """
         valid = axis_choices(name)
-        chosen = valid if self.values == "all" else self.values
-        return [v for v in chosen if v not in self.exclude]
+        listed = [] if self.values == "all" else self.values
+        errors: list[str] = []
+        chosen = [_enum_value(name, v, errors) for v in listed]
+        excluded = {_enum_value(name, v, errors) for v in self.exclude}
+        if errors:
+            raise ConfigError("; ".join(errors))
+        values = valid if self.values == "all" else list(dict.fromkeys(chosen))
+        return [v for v in values if v not in excluded]
+
+
+def _enum_value(name: str, value: Any, errors: list[str]) -> str:
+    """The canonical value of an enum axis's ``value``; appends to ``errors`` if invalid."""
+    valid = axis_choices(name)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # YAML reads 32 and 64 as numbers
+    try:
+        member = parse_setting(name, value)
+    except SettingsError:
+        canonical = None
+    else:
+        canonical = NONE if member is None else member.value
+    if canonical not in valid:
+        kind = ENUM_AXES[name].__name__
+        errors.append(
+            f"space.{name}: {value!r} is not a {kind} valid for training; "
+            f"choose from {', '.join(valid)}"
+        )
+        return str(value)
+    return canonical
 
 
 class NumericAxis(pydantic.BaseModel):
@@ -288,31 +325,18 @@ def _is_grid(axis: Any) -> bool:
 def _parse_axis(name: str, raw: Any) -> Any:
     """An enum axis (list of values), a NumericAxis, or a fixed value."""
     if name in ENUM_AXES:
-        if raw == "all":
+        if isinstance(raw, Mapping):
+            try:
+                axis = EnumAxis.model_validate(raw)
+            except pydantic.ValidationError as error:
+                lines = describe_validation_error(error, f"space.{name}", model=EnumAxis)
+                raise ConfigError("; ".join(lines)) from None
+        elif raw == "all":
             axis = EnumAxis()
         elif isinstance(raw, list | str | int | float):
-            axis = EnumAxis(values=[str(v) for v in (raw if isinstance(raw, list) else [raw])])
-        elif isinstance(raw, Mapping):
-            try:
-                axis = EnumAxis(**raw)
-            except pydantic.ValidationError as error:
-                raise ConfigError(
-                    "; ".join(describe_validation_error(error, f"space.{name}"))
-                ) from None
+            axis = EnumAxis(values=raw if isinstance(raw, list) else [raw])
         else:
             raise ConfigError(f"space.{name}: {raw!r} is not 'all', a list or {{values, exclude}}")
-        valid = axis_choices(name)
-        listed = ([] if axis.values == "all" else axis.values) + axis.exclude
-        bad = [v for v in listed if v not in valid]
-        if bad:
-            kind = ENUM_AXES[name].__name__
-            raise ConfigError(
-                "; ".join(
-                    f"space.{name}: {v!r} is not a {kind} valid for training; "
-                    f"choose from {', '.join(valid)}"
-                    for v in bad
-                )
-            )
         values = axis.resolve(name)
         if not values:
             raise ConfigError(f"space.{name}: no values left after exclude {axis.exclude}")
