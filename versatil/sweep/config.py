@@ -8,6 +8,7 @@ Lightning, so ``--dry-run`` and ``--help`` stay fast.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -22,11 +23,13 @@ from versatil.training.settings import SETTING_ENUMS, SettingsError, parse_setti
 __all__ = [
     "ENUM_AXES",
     "MAX_TRIALS",
+    "NAME_RULE",
     "NUMERIC_KINDS",
     "EnumAxis",
     "NumericAxis",
     "SweepConfig",
     "apply_overrides",
+    "check_name",
     "load_sweep",
 ]
 
@@ -43,6 +46,24 @@ MAX_TRIALS = 10_000
 
 MAX_SEED = 2**32 - 1
 """The largest seed numpy, Optuna and Lightning accept (the smallest is 0)."""
+
+NAME_RULE = (
+    "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 100 characters"
+)
+"""What a sweep name or an MLflow experiment name may hold: it names directories."""
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_name(field: str, value: str) -> str:
+    """Returns ``value`` when it follows :data:`NAME_RULE`.
+
+    Raises:
+        ConfigError: naming the field, the value and the rule.
+    """
+    if not _NAME.fullmatch(value):
+        raise ConfigError(f"{field}: {value!r} is not a valid name: use {NAME_RULE}")
+    return value
 
 
 def axis_choices(name: str) -> list[str]:
@@ -246,6 +267,11 @@ class MlflowSection(pydantic.BaseModel):
         None, description="Register the best trial's checkpoint in the Model Registry as NAME."
     )
 
+    @pydantic.field_validator("experiment", mode="after")
+    @classmethod
+    def _check_experiment(cls, experiment: str | None) -> str | None:
+        return None if experiment is None else check_name("experiment", experiment)
+
 
 class SweepConfig(pydantic.BaseModel):
     """A sweep: a task, an objective, a space of settings and params, and how to search it."""
@@ -271,6 +297,11 @@ class SweepConfig(pydantic.BaseModel):
     trainer: TrainerSection = pydantic.Field(default_factory=TrainerSection)
     storage_path: str = pydantic.Field("runs/sweeps", description="Where Tune keeps results.")
     mlflow: MlflowSection = pydantic.Field(default_factory=MlflowSection)
+
+    @pydantic.field_validator("name", mode="after")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        return check_name("name", name)
 
     @pydantic.field_validator("space", mode="after")
     @classmethod
