@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from versatil.cli_common import parse_assignment, run_cli
 from versatil.errors import ConfigError
 from versatil.sweep.report import FORMATS
 from versatil.sweep.shipped import DEFAULT_SWEEP_NAME, resolve_config, shipped_sweeps
+
+if TYPE_CHECKING:
+    from versatil.sweep.report import SweepReport
 
 
 def build_report_parser() -> argparse.ArgumentParser:
@@ -78,7 +81,7 @@ def parse_report_args(argv: list[str]) -> argparse.Namespace:
     return build_report_parser().parse_args(argv)
 
 
-def load_report_or_explain(uri: str, experiment: str) -> Any:
+def load_report_or_explain(uri: str, experiment: str) -> SweepReport:
     """``load_report``, with MLflow's own failures (a server gone since) as a ConfigError."""
     from mlflow.exceptions import MlflowException
 
