@@ -109,7 +109,7 @@ def check_plain_data(data: Mapping[str, Any]) -> None:
                 f"the sweep holds more than {MAX_VALUES} values (YAML aliases expanded)"
             )
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{where}: {value} is not a finite number")
+            raise ConfigError(f"{_clip(where)}: {value} is not a finite number")
         if isinstance(value, Mapping | list | tuple | set):
             if depth >= MAX_DEPTH:
                 raise ConfigError(
