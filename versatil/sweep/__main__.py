@@ -5,23 +5,49 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from versatil.cli_common import parse_assignment, run_cli
+from versatil.errors import ConfigError
 from versatil.sweep.report import FORMATS
+from versatil.sweep.shipped import DEFAULT_SWEEP_NAME, resolve_config, shipped_sweeps
 
-DEFAULT_SWEEP = Path(__file__).resolve().parents[2] / "sweeps" / "quickstart.yaml"
+if TYPE_CHECKING:
+    from versatil.sweep.report import SweepReport
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_report_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m versatil.sweep report``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m versatil.sweep report",
+        description="Compare a sweep's trials, read back from MLflow; plots go to the parent run.",
+    )
+    parser.add_argument("experiment", help="the sweep's MLflow experiment (its name)")
+    parser.add_argument("--tracking-uri", default=None, help="default: the embedded SQLite store")
+    parser.add_argument(
+        "--storage-path", default="runs/sweeps", help="storage path holding the embedded store"
+    )
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--output", type=Path, default=None, help="default: runs/reports/NAME")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m versatil.sweep``; its help ends with ``report``'s."""
+    report_help = build_report_parser().format_help()
     parser = argparse.ArgumentParser(
         prog="python -m versatil.sweep",
         description="Sweep precision, compile mode, matmul precision and params with Ray Tune.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="subcommand:\n  report   compare a finished sweep's trials (read from MLflow)\n\n"
+        + "\n".join(f"  {line}".rstrip() for line in report_help.splitlines()),
     )
     parser.add_argument(
         "--config",
-        type=Path,
-        default=DEFAULT_SWEEP,
-        help="sweep file (default: sweeps/quickstart.yaml)",
+        default=None,
+        metavar="FILE|NAME",
+        help=f"a sweep file, or a shipped sweep by name: {', '.join(shipped_sweeps())} "
+        f"(default: {DEFAULT_SWEEP_NAME})",
     )
     parser.add_argument("--address", default=None, help="address of a running Ray cluster")
     parser.add_argument("--storage-path", default=None, help="where Tune keeps results")
@@ -44,32 +70,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         dest="overrides",
         help="override a field, e.g. trainer.max_epochs=2 (repeatable)",
     )
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def parse_report_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m versatil.sweep report",
-        description="Compare a sweep's trials, read back from MLflow; plots go to the parent run.",
-    )
-    parser.add_argument("experiment", help="the sweep's MLflow experiment (its name)")
-    parser.add_argument("--tracking-uri", default=None, help="default: the embedded SQLite store")
-    parser.add_argument(
-        "--storage-path", default="runs/sweeps", help="storage path holding the embedded store"
-    )
-    parser.add_argument("--format", choices=FORMATS, default="table")
-    parser.add_argument("--output", type=Path, default=None, help="default: runs/reports/NAME")
-    return parser.parse_args(argv)
+    return build_report_parser().parse_args(argv)
+
+
+def load_report_or_explain(uri: str, experiment: str) -> SweepReport:
+    """``load_report``, with MLflow's own failures (a server gone since) as a ConfigError."""
+    from mlflow.exceptions import MlflowException
+
+    from versatil.sweep.report import load_report
+
+    try:
+        return load_report(uri, experiment)
+    except MlflowException as error:
+        reason = " ".join(str(error).split())
+        raise ConfigError(f"report: MLflow at {uri!r} failed: {reason[:500]}") from None
 
 
 def report_main(argv: list[str]) -> int:
     """``report``: print the comparison and log plots, CSV and markdown to the parent run."""
     args = parse_report_args(argv)
-    from versatil.sweep.report import load_report, log_report, render
-    from versatil.sweep.tracking import default_tracking_uri
+    from versatil.sweep.config import check_name
+    from versatil.sweep.tracking import check_server, default_tracking_uri
 
+    check_name("report: experiment", args.experiment)
     uri = args.tracking_uri or default_tracking_uri(Path(args.storage_path).resolve())
-    report = load_report(uri, args.experiment)
+    check_server(uri)
+    from versatil.sweep.report import log_report, render
+
+    report = load_report_or_explain(uri, args.experiment)
     print(render(report, args.format))
     output = args.output or Path("runs/reports") / args.experiment
     paths = log_report(report, output)
@@ -88,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides = dict(parse_assignment(item) for item in args.overrides)
     if args.storage_path:
         overrides["storage_path"] = args.storage_path
-    config = load_sweep(args.config, overrides)
+    config = load_sweep(resolve_config(args.config), overrides)
     if args.dry_run:
         from versatil.sweep.dry_run import print_dry_run
 

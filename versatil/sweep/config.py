@@ -8,24 +8,33 @@ Lightning, so ``--dry-run`` and ``--help`` stay fast.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
-import yaml
 
 from versatil.errors import ConfigError, describe_validation_error, did_you_mean
+from versatil.sweep.sweep_file import check_plain_data, parse_yaml, read_text
 from versatil.training.constants import PrecisionType
-from versatil.training.settings import SETTING_ENUMS, parse_accelerator
+from versatil.training.settings import (
+    SETTING_ENUMS,
+    SettingsError,
+    parse_accelerator,
+    parse_setting,
+)
 
 __all__ = [
     "ENUM_AXES",
+    "MAX_TRIALS",
+    "NAME_RULE",
     "NUMERIC_KINDS",
     "EnumAxis",
     "NumericAxis",
     "SweepConfig",
     "apply_overrides",
+    "check_name",
     "load_sweep",
 ]
 
@@ -36,6 +45,30 @@ ENUM_AXES: dict[str, type[enum.StrEnum]] = SETTING_ENUMS
 """The settings axes, each drawn from its enum."""
 
 NUMERIC_KINDS = ("choice", "grid", "uniform", "loguniform", "randint")
+
+MAX_TRIALS = 10_000
+"""The most trials a sweep may expand to (``--dry-run`` lists each one)."""
+
+MAX_SEED = 2**32 - 1
+"""The largest seed numpy, Optuna and Lightning accept (the smallest is 0)."""
+
+NAME_RULE = (
+    "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 100 characters"
+)
+"""What a sweep name or an MLflow experiment name may hold: it names directories."""
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_name(field: str, value: str) -> str:
+    """Returns ``value`` when it follows :data:`NAME_RULE`.
+
+    Raises:
+        ConfigError: naming the field, the value and the rule.
+    """
+    if not _NAME.fullmatch(value):
+        raise ConfigError(f"{field}: {value!r} is not a valid name: use {NAME_RULE}")
+    return value
 
 
 def axis_choices(name: str) -> list[str]:
@@ -50,18 +83,55 @@ def axis_choices(name: str) -> list[str]:
 
 
 class EnumAxis(pydantic.BaseModel):
-    """An enum axis: ``all``, a list of values, or ``{values: all, exclude: [...]}``."""
+    """An enum axis: ``all``, a list of values, or ``{values: all, exclude: [...]}``.
+
+    Values are parsed by :func:`~versatil.training.settings.parse_setting`, as everywhere
+    else: Lightning's aliases (``bf16``, ``32-true``, ...) are accepted.
+    """
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
-    values: list[str] | Literal["all"] = "all"
-    exclude: list[str] = []
+    values: list[Any] | Literal["all"] = "all"
+    exclude: list[Any] = []
 
     def resolve(self, name: str) -> list[str]:
-        """The axis's values in enum order, ``exclude`` removed."""
+        """The axis's canonical values, without duplicates and ``exclude``.
+
+        ``all`` is in enum order; listed values keep their order.
+
+        Raises:
+            ConfigError: naming each value that is not valid for training.
+        """
         valid = axis_choices(name)
-        chosen = valid if self.values == "all" else self.values
-        return [v for v in chosen if v not in self.exclude]
+        listed = [] if self.values == "all" else self.values
+        errors: list[str] = []
+        chosen = [_enum_value(name, v, errors) for v in listed]
+        excluded = {_enum_value(name, v, errors) for v in self.exclude}
+        if errors:
+            raise ConfigError("; ".join(errors))
+        values = valid if self.values == "all" else list(dict.fromkeys(chosen))
+        return [v for v in values if v not in excluded]
+
+
+def _enum_value(name: str, value: Any, errors: list[str]) -> str:
+    """The canonical value of an enum axis's ``value``; appends to ``errors`` if invalid."""
+    valid = axis_choices(name)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # YAML reads 32 and 64 as numbers
+    try:
+        member = parse_setting(name, value)
+    except SettingsError:
+        canonical = None
+    else:
+        canonical = NONE if member is None else member.value
+    if canonical not in valid:
+        kind = ENUM_AXES[name].__name__
+        errors.append(
+            f"space.{name}: {value!r} is not a {kind} valid for training; "
+            f"choose from {', '.join(valid)}"
+        )
+        return str(value)
+    return canonical
 
 
 class NumericAxis(pydantic.BaseModel):
@@ -71,7 +141,7 @@ class NumericAxis(pydantic.BaseModel):
     take ``[low, high]``.
     """
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     choice: list[Any] | None = None
     grid: list[Any] | None = None
@@ -141,7 +211,7 @@ class SearchSection(pydantic.BaseModel):
 class SchedulerSection(pydantic.BaseModel):
     """When trials stop early or exploit each other."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     type: Literal["fifo", "asha", "pbt"] = pydantic.Field("fifo", description="fifo, asha or pbt.")
     grace_period: int = pydantic.Field(1, ge=1, description="ASHA: epochs before a trial may stop.")
@@ -163,7 +233,7 @@ class SchedulerSection(pydantic.BaseModel):
 class ResourcesSection(pydantic.BaseModel):
     """What one trial gets."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     cpu: float = pydantic.Field(1, gt=0, description="CPUs per trial (per worker).")
     gpu: float = pydantic.Field(
@@ -209,6 +279,11 @@ class MlflowSection(pydantic.BaseModel):
         None, description="Register the best trial's checkpoint in the Model Registry as NAME."
     )
 
+    @pydantic.field_validator("experiment", mode="after")
+    @classmethod
+    def _check_experiment(cls, experiment: str | None) -> str | None:
+        return None if experiment is None else check_name("experiment", experiment)
+
 
 class SweepConfig(pydantic.BaseModel):
     """A sweep: a task, an objective, a space of settings and params, and how to search it."""
@@ -234,6 +309,11 @@ class SweepConfig(pydantic.BaseModel):
     trainer: TrainerSection = pydantic.Field(default_factory=TrainerSection)
     storage_path: str = pydantic.Field("runs/sweeps", description="Where Tune keeps results.")
     mlflow: MlflowSection = pydantic.Field(default_factory=MlflowSection)
+
+    @pydantic.field_validator("name", mode="after")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        return check_name("name", name)
 
     @pydantic.field_validator("space", mode="after")
     @classmethod
@@ -301,38 +381,25 @@ def _is_grid(axis: Any) -> bool:
 def _parse_axis(name: str, raw: Any) -> Any:
     """An enum axis (list of values), a NumericAxis, or a fixed value."""
     if name in ENUM_AXES:
-        if raw == "all":
+        if isinstance(raw, Mapping):
+            try:
+                axis = EnumAxis.model_validate(raw)
+            except pydantic.ValidationError as error:
+                lines = describe_validation_error(error, f"space.{name}", model=EnumAxis)
+                raise ConfigError("; ".join(lines)) from None
+        elif raw == "all":
             axis = EnumAxis()
         elif isinstance(raw, list | str | int | float):
-            axis = EnumAxis(values=[str(v) for v in (raw if isinstance(raw, list) else [raw])])
-        elif isinstance(raw, Mapping):
-            try:
-                axis = EnumAxis(**raw)
-            except pydantic.ValidationError as error:
-                raise ConfigError(
-                    "; ".join(describe_validation_error(error, f"space.{name}"))
-                ) from None
+            axis = EnumAxis(values=raw if isinstance(raw, list) else [raw])
         else:
             raise ConfigError(f"space.{name}: {raw!r} is not 'all', a list or {{values, exclude}}")
-        valid = axis_choices(name)
-        listed = ([] if axis.values == "all" else axis.values) + axis.exclude
-        bad = [v for v in listed if v not in valid]
-        if bad:
-            kind = ENUM_AXES[name].__name__
-            raise ConfigError(
-                "; ".join(
-                    f"space.{name}: {v!r} is not a {kind} valid for training; "
-                    f"choose from {', '.join(valid)}"
-                    for v in bad
-                )
-            )
         values = axis.resolve(name)
         if not values:
             raise ConfigError(f"space.{name}: no values left after exclude {axis.exclude}")
         return values
     if isinstance(raw, Mapping) and set(raw) & set(NUMERIC_KINDS):
         try:
-            return NumericAxis(**raw)
+            return NumericAxis.model_validate(raw)
         except pydantic.ValidationError as error:
             lines = describe_validation_error(error, f"space.{name}", fields=list(NUMERIC_KINDS))
             raise ConfigError("; ".join(lines)) from None
@@ -348,43 +415,78 @@ def load_sweep(path: Path | str, overrides: Mapping[str, Any] | None = None) -> 
     """Reads and validates a sweep file, applying ``--set`` style overrides first.
 
     Raises:
-        ConfigError: listing every problem in the file.
+        ConfigError: listing every problem in the file; also when the file cannot be read
+            or parsed (see :mod:`versatil.sweep.sweep_file`).
     """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"sweep file {str(path)!r} does not exist") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"sweep file {str(path)!r} is not valid YAML: {error}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"sweep file {str(path)!r} must hold a mapping, not {type(data).__name__}"
-        )
+    source = str(path)
+    data = parse_yaml(read_text(path), f"sweep file {source!r}")
     data = apply_overrides(data, overrides or {})
-    return validate_sweep(data, source=str(path))
+    try:
+        check_plain_data(data)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    config = validate_sweep(data, source=source)
+    check_limits(config, source)
+    return config
 
 
 def validate_sweep(data: Mapping[str, Any], source: str = "sweep") -> SweepConfig:
     """Validates plain data into a SweepConfig, raising one ConfigError for all problems."""
     try:
-        return SweepConfig(**data)
+        return SweepConfig.model_validate(data)
     except pydantic.ValidationError as error:
-        lines = describe_validation_error(error, fields=list(SweepConfig.model_fields))
+        lines = describe_validation_error(error, model=SweepConfig)
         raise ConfigError(f"{source}: " + "; ".join(lines)) from None
 
 
-def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Sets dotted keys (``trainer.max_epochs``) in a copy of ``data``."""
-    import copy
+def check_limits(config: SweepConfig, source: str = "sweep") -> None:
+    """Rejects a valid-looking sweep that could not run: too many trials, seeds out of range.
 
-    result = copy.deepcopy(data)
+    Raises:
+        ConfigError: naming each field, its value and the limit.
+    """
+    errors = []
+    for field, seed in (("search.seed", config.search.seed), ("trainer.seed", config.trainer.seed)):
+        if seed is not None and not 0 <= seed <= MAX_SEED:
+            errors.append(f"{field}: {seed} is out of range; use 0 to {MAX_SEED}")
+    samples = config.search.num_samples
+    combos = 1
+    for name, axis in config.space.items():
+        if name in ENUM_AXES and config.search.algorithm == "grid":
+            combos *= len(axis)
+        elif _is_grid(axis):
+            combos *= len(axis.args)
+    if samples > MAX_TRIALS or samples * combos > MAX_TRIALS:
+        errors.append(
+            f"search.num_samples: {samples} samples of {combos} grid combinations are more "
+            f"than {MAX_TRIALS} trials"
+        )
+    if errors:
+        raise ConfigError(f"{source}: " + "; ".join(errors))
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Sets dotted keys (``trainer.max_epochs``) in a copy of ``data``.
+
+    Only the sections on an override's path are copied; ``data`` is left unchanged.
+
+    Raises:
+        ConfigError: when a dotted key has an empty part or runs through a value that is
+            not a section.
+    """
+    result = dict(data)
     for dotted, value in overrides.items():
-        node = result
         *parents, leaf = dotted.split(".")
-        for part in parents:
-            if not isinstance(node.get(part, {}), dict):
-                raise ConfigError(f"--set {dotted}: {part!r} is not a section")
-            node = node.setdefault(part, {})
+        if not all(part.strip() for part in (*parents, leaf)):
+            raise ConfigError(f"--set {dotted}: empty name in the dotted key")
+        node = result
+        for depth, part in enumerate(parents):
+            child = node.get(part, {})
+            if not isinstance(child, Mapping):
+                where = ".".join(parents[: depth + 1])
+                raise ConfigError(f"--set {dotted}: {where} is not a section; it holds {child!r}")
+            node[part] = dict(child)
+            node = node[part]
         node[leaf] = value
     return result
