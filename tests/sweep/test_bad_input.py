@@ -34,7 +34,7 @@ BASE = {
         "matmul_precision": {"values": ["highest"], "exclude": []},
         "lr": {"loguniform": [1.0e-4, 1.0e-2]},
         "width": {"choice": [16, 32]},
-        "steps": {"randint": [1, 4]},
+        "data_seed": {"randint": [1, 4]},
         "depth": 2,
     },
     "search": {"algorithm": "random", "num_samples": 2, "seed": 0},

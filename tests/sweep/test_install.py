@@ -61,18 +61,21 @@ def test_the_wheel_holds_every_module_and_the_shipped_sweeps(wheel):
 
 
 def test_installed_wheel_finds_its_shipped_sweeps_from_any_directory(wheel, tmp_path):
+    # Nothing from the test session's environment (the Ray fixture puts the checkout on
+    # PYTHONPATH) may show the checkout's versatil to the install or to the runs.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     venv = tmp_path / "venv"
-    run_ok([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path)
+    run_ok([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, env)
     python = str(venv / "bin" / "python")
     purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    site = Path(run_ok([python, "-c", purelib], tmp_path).strip())
+    site = Path(run_ok([python, "-c", purelib], tmp_path, env).strip())
     # The dependencies come from the test's own environment: a path entry, not its .pth
     # files, so an editable versatil installed there stays out of sight.
     (site / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    run_ok([*PIP, "--python", python, "install", "--no-deps", "--no-index", str(wheel)], tmp_path)
+    install = [*PIP, "--python", python, "install", "--no-deps", "--no-index", str(wheel)]
+    run_ok(install, tmp_path, env)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     where = run_ok([python, "-c", "import versatil; print(versatil.__file__)"], elsewhere, env)
     assert where.startswith(str(site)), where
 

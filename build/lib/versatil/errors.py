@@ -1,0 +1,91 @@
+"""The one error type users see for bad input, and its formatting of pydantic errors."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pydantic
+    import yaml
+
+__all__ = ["ConfigError", "describe_validation_error", "describe_yaml_error", "did_you_mean"]
+
+
+class ConfigError(ValueError):
+    """Bad user input: the message names each bad field, its value and the valid choices."""
+
+
+def did_you_mean(value: str, choices: list[str]) -> str:
+    """`` (did you mean 'lr'?)`` when ``value`` looks like a typo of one of ``choices``."""
+    import difflib
+
+    close = difflib.get_close_matches(value, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def describe_validation_error(
+    error: pydantic.ValidationError,
+    prefix: str = "",
+    fields: list[str] | None = None,
+    model: type[pydantic.BaseModel] | None = None,
+) -> list[str]:
+    """One line per problem in a pydantic ``ValidationError``, as ``field: value ...``.
+
+    Args:
+        error: The error pydantic raised.
+        prefix: Dotted path of the validated object inside the user's file.
+        fields: The model's valid field names, listed when a top-level field is unknown.
+        model: The validated model; an unknown field at any depth then lists the valid
+            fields of the section it is in.
+    """
+    lines = []
+    for item in error.errors():
+        location = ".".join(str(part) for part in (prefix, *item["loc"]) if part != "")
+        value = item.get("input")
+        if item["type"] == "extra_forbidden":
+            known = _fields_at(model, item["loc"]) if model is not None else None
+            if known is None and len(item["loc"]) == 1:
+                known = fields
+            valid = f"; valid fields: {', '.join(known)}" if known else ""
+            lines.append(f"{location}: unknown field{valid}")
+        elif item["type"] == "missing":
+            lines.append(f"{location}: required field is missing")
+        elif not item["loc"]:
+            # A model-level check: its message already carries the values.
+            message = item["msg"].removeprefix("Value error, ")
+            lines.append(f"{location}: {message}" if location else message)
+        else:
+            message = item["msg"].removeprefix("Value error, ")
+            field = str(item["loc"][-1])
+            if message.startswith((f"{field}: ", f"{field}.")):
+                # Our own validators already name the field, the value and the choices.
+                parent = location.rpartition(".")[0]
+                lines.append(f"{parent}.{message}" if parent else message)
+            else:
+                lines.append(f"{location}: {value!r} is invalid: {message}")
+    return lines
+
+
+def _fields_at(model: type[pydantic.BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    """The fields of the (nested) model that holds ``loc``'s last part, if it is a model."""
+    import pydantic
+
+    current = model
+    for part in loc[:-1]:
+        info = current.model_fields.get(part) if isinstance(part, str) else None
+        annotation = info.annotation if info is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)):
+            return None
+        current = annotation
+    return list(current.model_fields)
+
+
+def describe_yaml_error(error: yaml.YAMLError) -> str:
+    """A YAML parse error on one line: where in the text, and what is wrong."""
+    import yaml
+
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        context = f" ({error.context})" if error.context else ""
+        return f"line {mark.line + 1}, column {mark.column + 1}: {error.problem}{context}"
+    return " ".join(str(error).split())

@@ -1,0 +1,83 @@
+"""Checks of a sweep against its task, before Ray starts.
+
+The sweep file's schema is checked when it loads (:mod:`versatil.sweep.config`); what
+needs the task is checked here: the names and values of its params, when the task's
+factory declares a pydantic ``params_model``. A factory without one takes any params, so
+only the factory itself is checked (it must import); a typo in a param name then shows
+only when the factory rejects or ignores it inside a trial.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+
+from versatil.errors import ConfigError, describe_validation_error, did_you_mean
+from versatil.sweep.config import ENUM_AXES, NumericAxis, SweepConfig
+from versatil.training.tasks import params_model_for
+
+__all__ = ["check_task"]
+
+
+def _samples(axis: Any) -> list[Any]:
+    """Values an axis can take that stand for all of them: its choices, or its bounds."""
+    if isinstance(axis, NumericAxis):
+        return list(axis.args)
+    return [axis]
+
+
+def check_task(config: SweepConfig) -> None:
+    """Checks the task's params (fixed, swept and mutated) against its ``params_model``.
+
+    Raises:
+        ConfigError: listing every unknown param name (with the valid ones) and every
+            value the params model rejects, each under the field of the sweep file.
+    """
+    model = params_model_for(config.task.name)
+    if model is None:
+        return
+    valid = sorted(model.model_fields)
+    errors: list[str] = []
+    named = [(f"task.params.{name}", name) for name in config.task.params]
+    named += [(f"space.{name}", name) for name in config.space if name not in ENUM_AXES]
+    named += [
+        (f"scheduler.hyperparam_mutations.{name}", name)
+        for name in config.scheduler.hyperparam_mutations
+        if name not in ENUM_AXES
+    ]
+    for field, name in named:
+        if name not in model.model_fields:
+            errors.append(
+                f"{field}: {name!r} is not a param of task {config.task.name!r}"
+                f"{did_you_mean(name, valid)}; valid params: {', '.join(valid)}"
+            )
+    if errors:
+        raise ConfigError("; ".join(errors))
+    # Values: the fixed params, then each swept value in turn (choices, or range bounds).
+    errors += _value_errors(model, config.task.params, "task.params", None)
+    swept = [("space", n, a) for n, a in config.space.items() if n not in ENUM_AXES]
+    mutations = config.scheduler.hyperparam_mutations.items()
+    swept += [("scheduler.hyperparam_mutations", n, a) for n, a in mutations]
+    for section, name, axis in swept:
+        for value in _samples(axis):
+            params = {**config.task.params, name: value}
+            errors += _value_errors(model, params, section, name)
+    if errors:
+        raise ConfigError("; ".join(dict.fromkeys(errors)))
+
+
+def _value_errors(
+    model: type[pydantic.BaseModel], params: dict[str, Any], section: str, only: str | None
+) -> list[str]:
+    """The params model's complaints about ``params``, under ``section`` (of ``only``)."""
+    try:
+        model(**params)
+    except pydantic.ValidationError as error:
+        fields = list(model.model_fields)
+        return [
+            f"{section}.{line}"
+            for line in describe_validation_error(error, fields=fields)
+            if only is None or line.startswith(f"{only}:")
+        ]
+    return []

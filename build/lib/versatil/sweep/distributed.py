@@ -1,0 +1,161 @@
+"""Data-parallel trials: one Tune trial runs its fit on several Ray Train workers (DDP).
+
+The trial's own process only coordinates; each Ray Train worker holds
+``resources.cpu``/``resources.gpu`` and runs Lightning with Ray's DDP strategy (gloo on
+CPU, NCCL on GPU). Rank 0's checkpoint goes to Ray Train's storage; the coordinator
+reports each epoch to Tune with that checkpoint, which Tune copies into the trial's
+directory (the Train copy is then deleted). So a trial Tune restores (a retry,
+``--resume``) has a checkpoint: every rank resumes the fit from its ``last.ckpt``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from versatil.status import TrialStatus
+from versatil.sweep.config import SweepConfig
+from versatil.sweep.trial_results import end_result, epoch_result, process_facts
+from versatil.training.config import TrainConfig
+
+__all__ = ["run_distributed_trial"]
+
+
+def run_distributed_trial(config: TrainConfig, sweep: SweepConfig) -> None:
+    """Fits ``config`` on ``resources.workers_per_trial`` Ray Train workers.
+
+    Ray Train runs in a thread; this one reports each epoch to Tune as the Train
+    controller forwards it, then re-raises what the fit raised.
+    """
+    import ray.train
+    from ray import tune
+    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.util.queue import Queue
+
+    resources = sweep.resources
+    # Tune's checkpoint of this trial is where a restored trial goes on from.
+    restored = tune.get_checkpoint()
+    reports = Queue(actor_options={"num_cpus": 0})
+    per_worker = {"CPU": resources.cpu, **({"GPU": resources.gpu} if resources.gpu else {})}
+    trainer = TorchTrainer(
+        _train_worker,
+        train_loop_config={
+            "config": config.to_yaml_dict(),
+            "sweep": sweep,
+            "checkpoint": restored,
+        },
+        torch_config=TorchConfig(backend="nccl" if resources.gpu else "gloo"),
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=resources.workers_per_trial,
+            use_gpu=resources.gpu > 0,
+            resources_per_worker=per_worker,
+        ),
+        run_config=ray.train.RunConfig(
+            # A new Train run per attempt: Ray Train would otherwise restore a failed
+            # attempt's run on its own, from checkpoints this trial has already moved.
+            name=f"{tune.get_context().get_trial_id()}-{uuid.uuid4().hex[:8]}",
+            storage_path=str(sweep.storage_dir() / "distributed"),
+            callbacks=[_forward_reports(reports)],
+        ),
+    )
+    failure: list[BaseException] = []
+
+    def fit() -> None:
+        try:
+            trainer.fit()
+        except BaseException as error:  # re-raised in the trial's thread
+            failure.append(error)
+        finally:
+            # The queue is gone when Tune stopped the trial: then nobody is waiting.
+            with contextlib.suppress(Exception):
+                reports.put(None)
+
+    thread = threading.Thread(target=fit, name="ray-train-fit", daemon=True)
+    thread.start()
+    try:
+        while (item := reports.get()) is not None:
+            metrics, stored = item
+            if stored is None:
+                tune.report(metrics)
+                continue
+            checkpoint = tune.Checkpoint(path=stored.path, filesystem=stored.filesystem)
+            tune.report(metrics, checkpoint=checkpoint)
+            stored.filesystem.delete_dir(stored.path)  # Tune has copied it
+        thread.join()
+    finally:
+        reports.shutdown()
+    if failure:
+        raise failure[0]
+
+
+def _forward_reports(reports: Any) -> Any:
+    """A Ray Train callback putting rank 0's metrics and the checkpoint on ``reports``."""
+    import ray.train
+
+    class ForwardReports(ray.train.UserCallback):
+        def after_report(
+            self,
+            run_context: Any,
+            metrics: list[dict[str, Any]],
+            checkpoint: ray.train.Checkpoint | None,
+        ) -> None:
+            reports.put((dict(metrics[0]), checkpoint))
+
+    return ForwardReports()
+
+
+def _train_worker(loop_config: dict[str, Any]) -> None:
+    """The loop each Ray Train worker runs: the same fit as a single-worker trial."""
+    import ray.train
+    from ray.train.lightning import RayDDPStrategy, RayLightningEnvironment
+
+    from versatil.cli_common import quiet_libraries
+    from versatil.training.fit import InfeasibleError, train
+
+    quiet_libraries()
+    config = TrainConfig.from_mapping(loop_config["config"])
+    sweep: SweepConfig = loop_config["sweep"]
+    restored: ray.train.Checkpoint | None = loop_config.get("checkpoint")
+    # Rank 0 writes here and reports it; Ray Train uploads it to the run's storage. Other
+    # ranks write nothing.
+    checkpoint_dir = Path(tempfile.mkdtemp(prefix="versatil-ddp-"))
+    scratch = [checkpoint_dir]
+    ckpt_path = None
+    if restored is not None:
+        # Every rank loads the checkpoint itself (Lightning restores on each rank).
+        local = Path(tempfile.mkdtemp(prefix="versatil-ddp-restored-"))
+        scratch.append(local)
+        restored.to_directory(str(local))
+        ckpt_path = local / "last.ckpt"
+    fit_start = time.perf_counter()
+
+    def report(trainer: Any, metrics: dict[str, float]) -> None:
+        # Every rank reports (Ray Train synchronizes on it); rank 0 brings the checkpoint.
+        result = epoch_result(trainer, metrics, fit_start, resumed=ckpt_path is not None)
+        checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
+        ray.train.report(result, checkpoint=checkpoint if trainer.is_global_zero else None)
+
+    try:
+        train(
+            config,
+            checkpoint_dir,
+            on_epoch_end=report,
+            ckpt_path=ckpt_path,
+            strategy=RayDDPStrategy(),
+            plugins=[RayLightningEnvironment()],
+            devices="auto",
+        )
+    except InfeasibleError as error:
+        ray.train.report(
+            {**end_result(sweep, TrialStatus.INFEASIBLE, error.reason), **process_facts()}
+        )
+    finally:
+        # Reports upload synchronously, so nothing here is needed any more.
+        for directory in scratch:
+            shutil.rmtree(directory, ignore_errors=True)

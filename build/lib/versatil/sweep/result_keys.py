@@ -1,0 +1,97 @@
+"""The names of a trial's result keys: what the worker reports and the driver reads.
+
+A small module both sides import; it imports nothing heavy. Every numeric key of a result
+that is not named here as bookkeeping is a metric, and the driver logs it to MLflow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = [
+    "BOOKKEEPING",
+    "EPOCH",
+    "HPARAMS",
+    "OBJECTIVE_MISSING",
+    "REASON",
+    "STATUS",
+    "flatten",
+    "metric_items",
+]
+
+STATUS = "status"
+"""A trial's status: running, completed, stopped, diverged, infeasible or failed."""
+
+REASON = "reason"
+"""Why a trial was infeasible, failed or stopped."""
+
+EPOCH = "epoch"
+"""The epoch a result reports (0-based); the MLflow step of its metrics."""
+
+HPARAMS = "hparams"
+"""The module's hyperparameters, flattened to strings; in a fit's first result only."""
+
+OBJECTIVE_MISSING = "objective_missing"
+"""True in the result of a trial whose module never logged the objective metric."""
+
+# Tune's own keys (``ray.tune.result.AUTO_RESULT_KEYS`` and the rest it adds to a result)
+# and versatil's facts about the worker: reported, but not measurements of the training.
+BOOKKEEPING = frozenset(
+    {
+        "training_iteration",
+        "time_total_s",
+        "time_this_iter_s",
+        "time_since_restore",
+        "timesteps_total",
+        "timesteps_since_restore",
+        "iterations_since_restore",
+        "episodes_total",
+        "timestamp",
+        "date",
+        "done",
+        "trial_id",
+        "experiment_tag",
+        "node_ip",
+        "hostname",
+        "pid",
+        "config",
+        "checkpoint_dir_name",
+        "should_checkpoint",
+        EPOCH,
+        STATUS,
+        REASON,
+        HPARAMS,
+        OBJECTIVE_MISSING,
+        "node_id",
+        "resumed",
+        "world_size",
+    }
+)
+
+
+def metric_items(result: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
+    """The metrics of a result: its numeric, non-bookkeeping keys with finite or NaN values.
+
+    Infinite values are left out: they stand for "no value" (an infeasible trial's
+    objective), and a NaN stays, since it records a diverged loss.
+    """
+    for name, value in result.items():
+        if name in BOOKKEEPING or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if not math.isinf(value):
+            yield name, float(value)
+
+
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested mappings as dotted keys, every value as text (``{"opt": {"lr": 1}}`` ->
+    ``{"opt.lr": "1"}``); ``None`` becomes ``"none"``."""
+    flat: dict[str, str] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = "none" if value is None else str(value)
+    return flat

@@ -1,0 +1,105 @@
+"""Sweep axes -> a Ray Tune ``param_space``, and the trials a space expands to.
+
+Enum axes enter the space as their *values* (plain strings): Tune's searchers cannot store
+enum objects. The trial turns them back into members with ``TrialSettings``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+from versatil.sweep.config import ENUM_AXES, NumericAxis, SweepConfig
+
+__all__ = ["build_param_space", "describe_axis", "expand_trials", "numeric_domain"]
+
+
+def numeric_domain(axis: NumericAxis) -> Any:
+    """The Ray Tune domain of a numeric axis (also PBT's mutation ranges)."""
+    from ray import tune
+
+    kind, args = axis.kind, axis.args
+    if kind == "grid":
+        return tune.grid_search(list(args))
+    if kind == "choice":
+        return tune.choice(list(args))
+    if kind == "uniform":
+        return tune.uniform(*args)
+    if kind == "loguniform":
+        return tune.loguniform(*args)
+    return tune.randint(args[0], args[1] + 1)  # sweep files give randint bounds inclusive
+
+
+def build_param_space(config: SweepConfig) -> dict[str, Any]:
+    """The Tune ``param_space`` of a sweep: one entry per axis, enum values as strings.
+
+    With ``search.algorithm: grid`` enum axes are grid-searched (the full cross product);
+    otherwise they are sampled with ``tune.choice``.
+    """
+    from ray import tune
+
+    space: dict[str, Any] = {}
+    for name, axis in config.space.items():
+        if name in ENUM_AXES:
+            grid = config.search.algorithm == "grid"
+            space[name] = tune.grid_search(axis) if grid else tune.choice(axis)
+        elif isinstance(axis, NumericAxis):
+            space[name] = numeric_domain(axis)
+        else:
+            space[name] = axis
+    return space
+
+
+def describe_axis(axis: Any) -> str:
+    """A short text for a sampled axis in ``--dry-run`` output."""
+    if isinstance(axis, NumericAxis):
+        return f"{axis.kind}({', '.join(map(str, axis.args))})"
+    return str(axis)
+
+
+def expand_trials(config: SweepConfig) -> list[dict[str, Any]]:
+    """The trials a sweep will run, for ``--dry-run``; needs no Ray.
+
+    Grid sweeps expand to the exact cross product of their grid axes (enum axes and
+    ``grid`` numeric axes), times ``num_samples``; sampled axes show their distribution.
+    Random and Optuna sweeps show ``num_samples`` draws (seeded); Optuna's own choices
+    adapt to results, so its draws are indicative.
+    """
+    grid = config.search.algorithm == "grid"
+    rng = random.Random(config.search.seed)
+    grid_axes: dict[str, list[Any]] = {}
+    for name, axis in config.space.items():
+        if name in ENUM_AXES and grid:
+            grid_axes[name] = list(axis)
+        elif isinstance(axis, NumericAxis) and axis.kind == "grid":
+            grid_axes[name] = list(axis.args)
+    trials = []
+    for _ in range(config.search.num_samples):
+        for combo in itertools.product(*grid_axes.values()) if grid_axes else [()]:
+            chosen = dict(zip(grid_axes, combo, strict=True))
+            trial = {}
+            for name, axis in config.space.items():
+                if name in chosen:
+                    trial[name] = chosen[name]
+                elif name in ENUM_AXES:
+                    trial[name] = rng.choice(axis)
+                elif isinstance(axis, NumericAxis):
+                    trial[name] = _draw(axis, rng) if not grid else describe_axis(axis)
+                else:
+                    trial[name] = axis
+            trials.append(trial)
+    return trials
+
+
+def _draw(axis: NumericAxis, rng: random.Random) -> Any:
+    import math
+
+    kind, args = axis.kind, axis.args
+    if kind == "choice":
+        return rng.choice(list(args))
+    if kind == "uniform":
+        return rng.uniform(*args)
+    if kind == "loguniform":
+        return math.exp(rng.uniform(math.log(args[0]), math.log(args[1])))
+    return rng.randint(args[0], args[1])

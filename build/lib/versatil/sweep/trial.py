@@ -1,0 +1,90 @@
+"""The trainable: one Ray Tune trial is settings -> feasibility -> apply -> fit -> report.
+
+Torch and Lightning are imported inside the trial, not at module import, so the driver
+stays light; with actor reuse each worker process pays those imports once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from versatil.errors import ConfigError
+from versatil.status import TrialStatus
+from versatil.sweep.config import SweepConfig
+from versatil.sweep.trial_config import train_config_for
+from versatil.sweep.trial_results import end_result, epoch_result, missing_objective, process_facts
+
+__all__ = ["run_trial"]
+
+
+def _restore(trial_dir: Path) -> Path | None:
+    """Copies the checkpoint Tune restores this trial from (if any) into the trial dir."""
+    from ray import tune
+
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        return None
+    restored = trial_dir / "restored"
+    shutil.rmtree(restored, ignore_errors=True)
+    with checkpoint.as_directory() as directory:
+        shutil.copytree(directory, restored)
+    return restored / "last.ckpt"
+
+
+def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
+    """Runs one trial inside a Tune worker; reports every epoch with its checkpoint.
+
+    Infeasible settings end the trial with one result whose status is ``infeasible`` and
+    whose reason says why; the sweep goes on. With ``resources.workers_per_trial > 1``
+    the fit runs data-parallel across Ray Train workers instead. The driver logs every
+    result to MLflow; the worker never talks to the tracking server.
+    """
+    from ray import tune
+
+    from versatil.cli_common import quiet_libraries
+    from versatil.training.fit import InfeasibleError, train
+
+    quiet_libraries()
+    try:
+        config = train_config_for(axes, sweep)
+    except ConfigError as error:
+        tune.report({**end_result(sweep, TrialStatus.FAILED, str(error)), **process_facts()})
+        return
+    if sweep.resources.workers_per_trial > 1:
+        from versatil.sweep.distributed import run_distributed_trial
+
+        run_distributed_trial(config, sweep)
+        return
+    trial_dir = Path(tune.get_context().get_trial_dir())
+    checkpoint_dir = trial_dir / "checkpoint"
+    ckpt_path = _restore(trial_dir)
+    resumed = ckpt_path is not None  # restored by Tune: a retry, a resume or a PBT exploit
+    fit_start = time.perf_counter()
+
+    def report(trainer: Any, metrics: dict[str, float]) -> None:
+        failed = missing_objective(sweep, metrics, trainer.callback_metrics)
+        if failed is not None:
+            trainer.should_stop = True
+            tune.report({**failed, **process_facts()})
+            return
+        result = epoch_result(trainer, metrics, fit_start, resumed)
+        tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
+
+    # The params PBT mutates: after an exploit, the optimizer takes the values the task
+    # configures from them instead of those restored with the source's checkpoint.
+    mutated = sweep.scheduler.hyperparam_mutations if sweep.scheduler.type == "pbt" else {}
+    try:
+        train(
+            config,
+            checkpoint_dir,
+            on_epoch_end=report,
+            ckpt_path=ckpt_path,
+            optimizer_keys=tuple(mutated),
+        )
+    except ConfigError as error:  # bad task params: the message names them
+        tune.report({**end_result(sweep, TrialStatus.FAILED, str(error)), **process_facts()})
+    except InfeasibleError as error:
+        tune.report({**end_result(sweep, TrialStatus.INFEASIBLE, error.reason), **process_facts()})

@@ -1,0 +1,39 @@
+"""A trial's resolved run configuration: what the driver and the workers both need.
+
+The driver (tracking, dry run) and the workers (the trainable) import this small module,
+so neither imports the other's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from versatil.sweep.config import ENUM_AXES, NONE, SweepConfig
+from versatil.training.config import TrainConfig
+
+__all__ = ["train_config_for", "worst_value"]
+
+
+def worst_value(mode: str) -> float:
+    """The objective reported by trials that produced none (infeasible ones)."""
+    return math.inf if mode == "min" else -math.inf
+
+
+def train_config_for(axes: dict[str, Any], sweep: SweepConfig) -> TrainConfig:
+    """The run configuration of one trial: the sweep's fixed parts plus the trial's axes."""
+    settings = {name: axes[name] for name in ENUM_AXES if name in axes}
+    for name in ("compile_mode", "matmul_precision"):
+        if settings.get(name) == NONE:
+            settings[name] = None
+    params = {**sweep.task.params, **{k: v for k, v in axes.items() if k not in ENUM_AXES}}
+    return TrainConfig.from_mapping(
+        {
+            "task": sweep.task.name,
+            "params": params,
+            "max_epochs": sweep.trainer.max_epochs,
+            "accelerator": sweep.trainer.accelerator,
+            "seed": sweep.trainer.seed,
+            **settings,
+        }
+    )

@@ -1,0 +1,91 @@
+"""The results a trial reports: after each epoch, and when it cannot train.
+
+Used by the single-worker trainable and by the data-parallel workers alike.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+from versatil.status import TrialStatus
+from versatil.sweep.config import SweepConfig
+from versatil.sweep.result_keys import HPARAMS, OBJECTIVE_MISSING, REASON, STATUS, flatten
+from versatil.sweep.trial_config import worst_value
+
+__all__ = ["end_result", "epoch_result", "missing_objective", "process_facts"]
+
+
+def process_facts() -> dict[str, Any]:
+    """Which worker ran the epoch, and the process-wide state it trained under."""
+    import ray
+    import torch
+
+    return {
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "pid": os.getpid(),
+        "in_effect/matmul_precision": torch.get_float32_matmul_precision(),
+        "in_effect/default_dtype": str(torch.get_default_dtype()).removeprefix("torch."),
+    }
+
+
+def epoch_result(
+    trainer: Any, metrics: dict[str, float], fit_start: float, resumed: bool
+) -> dict[str, Any]:
+    """The result a trial reports after an epoch: metrics, status and worker facts."""
+    loss = metrics.get("train_loss", 0.0)
+    if not math.isfinite(loss):
+        status = TrialStatus.DIVERGED
+    elif trainer.current_epoch + 1 >= trainer.max_epochs:
+        status = TrialStatus.COMPLETED
+    else:
+        status = TrialStatus.RUNNING
+    result = {
+        **metrics,
+        **process_facts(),
+        STATUS: status,
+        "resumed": resumed,
+        "world_size": trainer.world_size,
+        # Seconds inside this trial's fit so far (settings applied, model built, epochs).
+        "fit_time_s": time.perf_counter() - fit_start,
+    }
+    if not resumed and trainer.current_epoch == 0:
+        # The module's own hyperparameters (save_hyperparameters()), once per trial.
+        result[HPARAMS] = flatten(dict(trainer.lightning_module.hparams))
+    return result
+
+
+def missing_objective(
+    sweep: SweepConfig, metrics: dict[str, float], logged: Any
+) -> dict[str, Any] | None:
+    """The result that fails a trial whose module did not log the objective, else ``None``.
+
+    The objective can only be checked once a fit has run an epoch; the sweep's driver
+    stops the whole sweep on this result, since every other trial would fail the same way.
+
+    Args:
+        sweep: The sweep (its objective).
+        metrics: The epoch's metrics, versatil's own included.
+        logged: The names the module logged (the trainer's ``callback_metrics``).
+    """
+    metric = sweep.objective.metric
+    if metric in metrics:
+        return None
+    names = sorted(logged)
+    reason = (
+        f"objective.metric: {metric!r} was not logged by the module in epoch "
+        f"{int(metrics.get('epoch', 0))}; it logged {', '.join(names) or 'nothing'}; set "
+        "objective.metric to one of those, or log it with self.log() in the LightningModule"
+    )
+    return {**end_result(sweep, TrialStatus.FAILED, reason), OBJECTIVE_MISSING: True}
+
+
+def end_result(sweep: SweepConfig, status: TrialStatus, reason: str) -> dict[str, Any]:
+    """The one result of a trial that could not train: worst objective, status, reason."""
+    return {
+        sweep.objective.metric: worst_value(sweep.objective.mode),
+        STATUS: status,
+        REASON: reason,
+    }

@@ -1,0 +1,87 @@
+"""``python -m versatil.training``: one training run of a task, printed epoch by epoch."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from versatil.cli_common import parse_assignment, quiet_libraries, run_cli
+from versatil.status import TrialStatus
+from versatil.tables import format_table
+from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m versatil.training",
+        description="Train one Lightning policy under the given precision settings.",
+    )
+    parser.add_argument(
+        "--task", default="reaching", help="built-in task or package.module:factory"
+    )
+    parser.add_argument(
+        "--precision", default="32", help=f"one of {', '.join(PrecisionType)} (default 32)"
+    )
+    parser.add_argument(
+        "--compile-mode", default=None, help=f"one of {', '.join(CompileMode)}; omit for eager"
+    )
+    parser.add_argument(
+        "--matmul-precision", default=None, help=f"one of {', '.join(Float32MatmulPrecision)}"
+    )
+    parser.add_argument("--max-epochs", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--accelerator", default="auto")
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="KEY=VALUE", help="a task param, repeatable"
+    )
+    parser.add_argument(
+        "--output", type=Path, default=Path("runs/train"), help="checkpoint directory"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from versatil.training.config import TrainConfig
+    from versatil.training.fit import InfeasibleError, train
+    from versatil.training.tasks import resolve_params
+
+    quiet_libraries()
+    config = TrainConfig.from_mapping(
+        {
+            "task": args.task,
+            "params": resolve_params(args.task, dict(parse_assignment(p) for p in args.param)),
+            "precision": args.precision,
+            "compile_mode": args.compile_mode,
+            "matmul_precision": args.matmul_precision,
+            "max_epochs": args.max_epochs,
+            "seed": args.seed,
+            "accelerator": args.accelerator,
+        }
+    )
+    columns = (
+        "epoch",
+        "train_loss",
+        "val_loss",
+        "samples_per_sec",
+        "epoch_time_s",
+        "peak_memory_mb",
+    )
+    epochs: list[list[object]] = []
+
+    def show(trainer: object, metrics: dict[str, float]) -> None:
+        epochs.append([metrics.get(c) for c in columns])
+        print(f"epoch {int(metrics['epoch'])} done", flush=True)
+
+    try:
+        result = train(config, args.output, on_epoch_end=show)
+    except InfeasibleError as error:
+        print(f"infeasible: {error.reason}")
+        return 1
+    print(format_table(columns, epochs))
+    print(f"status: {result.status}; checkpoint: {result.checkpoint_dir}")
+    return 0 if result.status == TrialStatus.COMPLETED else 1
+
+
+if __name__ == "__main__":
+    run_cli(main)

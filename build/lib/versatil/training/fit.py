@@ -1,0 +1,283 @@
+"""One training run: settings -> feasibility -> apply -> Lightning fit -> checkpoint dir."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+from versatil.status import TrialStatus
+from versatil.training.checkpoint import CheckpointDirWriter
+from versatil.training.config import TrainConfig
+from versatil.training.metrics import ThroughputMonitor
+from versatil.training.settings import DeviceInfo, apply_settings, reset_process_state
+from versatil.training.tasks import build_task
+
+__all__ = ["EpochEnd", "InfeasibleError", "OptimizerHparams", "TrainResult", "train"]
+
+# Noise Lightning prints for every small in-memory run; none of it is actionable here.
+_QUIET = (
+    r".*does not have many workers.*",
+    r".*isinstance\(treespec, LeafSpec\).*",
+    r".*The number of training batches .* is smaller than the logging interval.*",
+)
+
+EpochEnd = Callable[[L.Trainer, dict[str, float]], None]
+"""Called after every epoch (validation included) with the epoch's metrics."""
+
+
+class InfeasibleError(RuntimeError):
+    """The settings cannot run on this device; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a run produced.
+
+    Attributes:
+        status: ``completed``, or ``diverged`` when the training loss stopped being finite.
+        metrics: The last epoch's metrics (objective, losses, throughput).
+        history: Every epoch's metrics, in order.
+        checkpoint_dir: The checkpoint directory (``last.ckpt``, ``config.yaml``).
+        module: The trained LightningModule.
+        datamodule: The task's LightningDataModule.
+    """
+
+    status: str
+    metrics: dict[str, float]
+    history: list[dict[str, float]]
+    checkpoint_dir: Path
+    module: L.LightningModule
+    datamodule: L.LightningDataModule
+
+
+class OptimizerHparams(L.Callback):
+    """Keeps the configured optimizer hyperparameters through a restore; reports them.
+
+    Resuming a fit from a checkpoint restores the optimizers' state and, with it, the
+    hyperparameters their param groups held when the checkpoint was written. For each key
+    in ``keys`` (``lr``, ``weight_decay``, ``momentum``, ``eps``, ...) the value this run's
+    ``configure_optimizers`` set wins instead, group by group: it is read after the
+    optimizers are built and before Lightning restores them (``on_fit_start``), and set
+    again once they are restored (``on_train_start``). So a PBT exploit, which restores
+    another trial's checkpoint under mutated params, trains with the mutated values, and
+    per-group factors the task applies (a smaller lr for a backbone, say) are kept.
+
+    With an lr scheduler the configured ``lr`` is the schedule's base: the restored lr is
+    scaled by configured / restored base lr, and the schedulers' ``base_lrs`` are set, so
+    the schedule goes on from where it was. (Schedulers that keep bounds of their own,
+    such as OneCycleLR's ``max_lr``, keep those.)
+
+    :meth:`epoch_metrics` gives ``optimizer/<key>`` for ``lr`` and each of ``keys``: the
+    values the epoch started with, in the first param group of the first optimizer.
+    """
+
+    def __init__(self, keys: Collection[str] = ()) -> None:
+        """Sets up the callback.
+
+        Args:
+            keys: Param-group keys whose configured values win over restored ones.
+        """
+        self.keys = tuple(dict.fromkeys(keys))
+        self._configured: list[list[dict[str, Any]]] = []
+        self._epoch_values: dict[str, float] = {}
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        keys = (*self.keys, "initial_lr") if "lr" in self.keys else self.keys
+        self._configured = [
+            [{k: _copy(group[k]) for k in keys if k in group} for group in optimizer.param_groups]
+            for optimizer in trainer.optimizers
+        ]
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.ckpt_path is None or not self.keys:
+            return  # nothing was restored: the optimizers hold their configured values
+        for optimizer, configured in zip(trainer.optimizers, self._configured, strict=False):
+            for index, (group, values) in enumerate(
+                zip(optimizer.param_groups, configured, strict=False)
+            ):
+                for key, value in values.items():
+                    if key == "initial_lr":
+                        continue
+                    if key == "lr" and "initial_lr" in values and "initial_lr" in group:
+                        value = _scaled_lr(group, values["initial_lr"])
+                        self._set_base_lr(trainer, optimizer, index, values["initial_lr"])
+                    _set(group, key, value)
+
+    @staticmethod
+    def _set_base_lr(trainer: L.Trainer, optimizer: Any, index: int, base: Any) -> None:
+        _set(optimizer.param_groups[index], "initial_lr", base)
+        for config in trainer.lr_scheduler_configs:
+            scheduler = config.scheduler
+            if getattr(scheduler, "optimizer", None) is optimizer and hasattr(
+                scheduler, "base_lrs"
+            ):
+                scheduler.base_lrs[index] = _number(base)
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Read now: epoch-interval lr schedulers step before the epoch's end hooks run.
+        self._epoch_values = {}
+        if not trainer.optimizers or not trainer.optimizers[0].param_groups:
+            return
+        group = trainer.optimizers[0].param_groups[0]
+        for key in dict.fromkeys(("lr", *self.keys)):
+            value = _number(group.get(key))
+            if value is not None:
+                self._epoch_values[f"optimizer/{key}"] = value
+
+    def epoch_metrics(self) -> dict[str, float]:
+        """``optimizer/<key>`` as the epoch started, from the first optimizer's first group."""
+        return dict(self._epoch_values)
+
+
+def _copy(value: Any) -> Any:
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+
+def _number(value: Any) -> float | None:
+    """A param-group value as a float, or ``None`` when it is not one number (betas)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value.item())
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _set(group: dict[str, Any], key: str, value: Any) -> None:
+    # A tensor lr (capturable or fused optimizers) is updated in place, keeping its device.
+    if isinstance(group.get(key), torch.Tensor):
+        group[key].fill_(_number(value))
+    else:
+        group[key] = _copy(value)
+
+
+def _scaled_lr(group: dict[str, Any], configured_base: Any) -> float | None:
+    """The restored lr, moved onto the configured base lr of its schedule."""
+    restored_base = _number(group["initial_lr"])
+    lr = _number(group["lr"])
+    base = _number(configured_base)
+    if not restored_base or lr is None or base is None:
+        return base if base is not None else lr
+    return lr * base / restored_base
+
+
+class _EpochEndHook(L.Callback):
+    """Collects each epoch's metrics, stops on divergence, then calls the user's hook."""
+
+    def __init__(
+        self, monitor: ThroughputMonitor, optimizer: OptimizerHparams, hook: EpochEnd | None
+    ) -> None:
+        self.monitor = monitor
+        self.optimizer = optimizer
+        self.hook = hook
+        self.history: list[dict[str, float]] = []
+        self.diverged = False
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        metrics.update(self.monitor.epoch_metrics)
+        metrics.update(self.optimizer.epoch_metrics())
+        metrics["epoch"] = trainer.current_epoch
+        self.history.append(metrics)
+        loss = metrics.get("train_loss")
+        if loss is not None and not math.isfinite(loss):
+            self.diverged = True
+            trainer.should_stop = True
+        if self.hook is not None:
+            self.hook(trainer, metrics)
+
+
+def build_trainer(
+    config: TrainConfig, callbacks: Sequence[L.Callback], **overrides: Any
+) -> L.Trainer:
+    """A Lightning Trainer for ``config``; ``overrides`` go to ``L.Trainer``."""
+    kwargs: dict[str, Any] = dict(
+        precision=config.precision.value,
+        max_epochs=config.max_epochs,
+        accelerator=config.accelerator,
+        devices=config.devices,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=list(callbacks),
+    )
+    kwargs.update(overrides)
+    return L.Trainer(**kwargs)
+
+
+def train(
+    config: TrainConfig,
+    checkpoint_dir: Path,
+    *,
+    on_epoch_end: EpochEnd | None = None,
+    ckpt_path: Path | None = None,
+    device: DeviceInfo | None = None,
+    optimizer_keys: Collection[str] = (),
+    warmup_steps: int = 2,
+    **trainer_overrides: Any,
+) -> TrainResult:
+    """Trains ``config`` and writes its checkpoint directory after every epoch.
+
+    Args:
+        config: The resolved run configuration.
+        checkpoint_dir: Where ``last.ckpt`` and ``config.yaml`` go.
+        on_epoch_end: Called after each epoch, once the checkpoint directory is written.
+        ckpt_path: A ``last.ckpt`` to resume from.
+        device: The worker's device; detected when omitted.
+        optimizer_keys: Param-group keys (``lr``, ``weight_decay``, ...) that keep the
+            values ``configure_optimizers`` set from ``config.params`` when the optimizer
+            state is restored from ``ckpt_path`` (see :class:`OptimizerHparams`); PBT
+            passes the params it mutates.
+        warmup_steps: Training batches at the start of the fit left out of the
+            throughput (see :class:`ThroughputMonitor`).
+        **trainer_overrides: Extra ``L.Trainer`` arguments (strategy, plugins, ...).
+
+    Raises:
+        InfeasibleError: when the settings cannot run on the device.
+    """
+    settings = config.settings
+    device = device or DeviceInfo.detect(config.accelerator)
+    reason = settings.infeasibility_reason(device)
+    if reason is not None:
+        raise InfeasibleError(reason)
+    reset_process_state(config.seed)
+    built: dict[str, Any] = {}
+
+    def build_model() -> L.LightningModule:
+        built["model"], built["datamodule"] = build_task(config.task, config.params)
+        return built["model"]
+
+    model = apply_settings(settings, build_model)
+    monitor = ThroughputMonitor(
+        compiled=settings.compile_mode is not None, warmup_steps=warmup_steps
+    )
+    hparams = OptimizerHparams(optimizer_keys)
+    # Order matters: measure, write the checkpoint, then report it.
+    epoch_end = _EpochEndHook(monitor, hparams, on_epoch_end)
+    callbacks = [monitor, hparams, CheckpointDirWriter(checkpoint_dir, config), epoch_end]
+    trainer = build_trainer(config, callbacks, **trainer_overrides)
+    with warnings.catch_warnings():
+        for pattern in _QUIET:
+            warnings.filterwarnings("ignore", message=pattern)
+        trainer.fit(model, datamodule=built["datamodule"], ckpt_path=ckpt_path)
+    history = epoch_end.history
+    return TrainResult(
+        status=TrialStatus.DIVERGED if epoch_end.diverged else TrialStatus.COMPLETED,
+        metrics=history[-1] if history else {},
+        history=history,
+        checkpoint_dir=Path(checkpoint_dir),
+        module=model,
+        datamodule=built["datamodule"],
+    )

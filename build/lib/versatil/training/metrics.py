@@ -1,0 +1,205 @@
+"""Per-epoch throughput of a fit: steady-state samples/s, epoch time, peak memory, compile time."""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities.data import extract_batch_size
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
+
+__all__ = ["COUNT_SAMPLES_HOOK", "ThroughputMonitor", "count_samples"]
+
+COUNT_SAMPLES_HOOK = "count_samples"
+"""The LightningModule method ``count_samples(batch) -> int`` that overrides sample counting."""
+
+# Linux: writing "5" to clear_refs resets the process's peak resident set (VmHWM).
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+_STATUS = Path("/proc/self/status")
+
+
+def count_samples(module: L.LightningModule, batch: Any) -> int:
+    """The samples in one training batch.
+
+    The module's own ``count_samples(batch)`` when it defines one (tokens for a language
+    model, say); otherwise the batch size as Lightning infers it for ``self.log``: the
+    first dimension of the first tensor found in tensors, lists, tuples, dicts, dataclasses
+    and any nesting of them. A batch without tensors counts its length, or 1.
+    """
+    hook = getattr(module, COUNT_SAMPLES_HOOK, None)
+    if callable(hook):
+        return int(hook(batch))
+    try:
+        return extract_batch_size(batch)
+    except (MisconfigurationException, RecursionError):
+        return len(batch) if hasattr(batch, "__len__") else 1
+
+
+def reset_peak_rss() -> bool:
+    """Resets the process's peak resident set; ``False`` where the OS does not allow it."""
+    try:
+        _CLEAR_REFS.write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss_mb(since_reset: bool) -> float:
+    """The process's peak resident set in MiB.
+
+    ``VmHWM`` when ``since_reset`` (the peak since :func:`reset_peak_rss`); otherwise, or
+    where ``/proc`` is missing, ``ru_maxrss``: the peak over the process's whole life.
+    """
+    if since_reset:
+        try:
+            for line in _STATUS.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+        except (OSError, ValueError, IndexError):
+            pass
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss / 2**20 if sys.platform == "darwin" else maxrss / 1024  # bytes vs kB
+
+
+class ThroughputMonitor(L.Callback):
+    """Measures each training epoch; read :attr:`epoch_metrics` at epoch end.
+
+    The first ``warmup_steps`` training batches of each fit (compilation, allocator and
+    cache warm-up) are left out of the throughput. Keys of :attr:`epoch_metrics`:
+
+    - ``samples_per_sec``: steady-state training throughput,
+      ``throughput_samples / throughput_time_s``. When the epoch has no batch past the
+      warm-up (``throughput_steps == 0``) it falls back to ``samples_seen / epoch_time_s``,
+      warm-up included.
+    - ``throughput_steps``: the epoch's batches past the warm-up (those measured).
+    - ``throughput_samples``: the samples in those batches.
+    - ``throughput_time_s``: wall time of those batches: from the end of the batch before
+      the first measured one (its start, when it opens the epoch) to the end of the epoch's
+      last batch. It includes loading each batch, the step and the per-batch hooks; it
+      excludes the epoch's data-loader start-up and validation.
+    - ``samples_seen``: the samples in all the epoch's training batches.
+    - ``epoch_time_s``: from the epoch's start to the end of its last training batch
+      (validation excluded).
+    - ``peak_memory_mb``: on GPU the CUDA allocator's peak for the epoch; on CPU the
+      process's peak resident set during the epoch (``VmHWM``, reset at the epoch's start;
+      where that reset is unavailable, the process's lifetime ``ru_maxrss``).
+    - ``compile_time_s`` (compiled runs only): the step time (a batch's start to its end)
+      of the warm-up batches (at least the first) beyond the median step time of the later
+      batches: where ``torch.compile`` traces and builds kernels. Settled at the first
+      epoch with later batches.
+
+    Samples are counted by :func:`count_samples`: a LightningModule may define
+    ``count_samples(self, batch) -> int`` to count tokens, pixels or anything else. Under
+    data parallelism every number is the reporting process's own (one rank's share).
+    """
+
+    def __init__(self, compiled: bool = False, warmup_steps: int = 2) -> None:
+        """Sets up the monitor.
+
+        Args:
+            compiled: Report ``compile_time_s``.
+            warmup_steps: Training batches at the start of each fit left out of the
+                throughput (a resumed fit warms up again).
+        """
+        if warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+        self.compiled = compiled
+        self.warmup_steps = warmup_steps
+        self.epoch_metrics: dict[str, float] = {}
+        self._reset_fit()
+
+    def _reset_fit(self) -> None:
+        self._fit_batches = 0
+        self._first_times: list[float] = []  # compute seconds of the fit's first batches
+        self._later_times: list[float] = []
+        self._compile_time_s: float | None = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._reset_fit()
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if torch.cuda.is_available() and pl_module.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(pl_module.device)
+        self._rss_reset = reset_peak_rss()
+        self._samples = 0
+        self._steady_samples = 0
+        self._steady_steps = 0
+        self._steady_start: float | None = None
+        self._epoch_start = time.perf_counter()
+        self._last_end: float | None = None
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self._batch_start = time.perf_counter()
+
+    def on_train_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)
+        now = time.perf_counter()
+        samples = count_samples(pl_module, batch)
+        self._samples += samples
+        if self._fit_batches >= self.warmup_steps:
+            if self._steady_start is None:
+                self._steady_start = self._batch_start if self._last_end is None else self._last_end
+            self._steady_samples += samples
+            self._steady_steps += 1
+        compute = now - self._batch_start
+        if self._fit_batches < max(self.warmup_steps, 1):
+            self._first_times.append(compute)
+        elif self._compile_time_s is None:
+            self._later_times.append(compute)
+        self._fit_batches += 1
+        self._last_end = now
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        end = self._epoch_start if self._last_end is None else self._last_end
+        epoch_time = max(end - self._epoch_start, 1e-9)
+        if self._steady_start is not None:
+            measured = max(end - self._steady_start, 1e-9)
+            samples_per_sec = self._steady_samples / measured
+        else:
+            measured = 0.0
+            samples_per_sec = self._samples / epoch_time
+        if pl_module.device.type == "cuda":
+            peak_mb = torch.cuda.max_memory_allocated(pl_module.device) / 2**20
+        else:
+            peak_mb = peak_rss_mb(since_reset=self._rss_reset)
+        metrics = {
+            "samples_per_sec": samples_per_sec,
+            "throughput_steps": float(self._steady_steps),
+            "throughput_samples": float(self._steady_samples),
+            "throughput_time_s": measured,
+            "samples_seen": float(self._samples),
+            "epoch_time_s": epoch_time,
+            "peak_memory_mb": peak_mb,
+        }
+        if self.compiled:
+            metrics["compile_time_s"] = self._compile_time()
+        self.epoch_metrics = metrics
+
+    def _compile_time(self) -> float:
+        """Settled at the first epoch end with later batches; an estimate until then."""
+        if self._compile_time_s is not None:
+            return self._compile_time_s
+        if self._later_times:
+            typical = statistics.median(self._later_times)
+        else:
+            typical = statistics.median(self._first_times[1:]) if self._first_times[1:] else 0.0
+        compile_time = sum(max(t - typical, 0.0) for t in self._first_times)
+        if self._later_times:
+            self._compile_time_s = compile_time
+        return compile_time
