@@ -22,7 +22,7 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -263,12 +263,21 @@ class ChildRun:
     Attributes:
         run_id: The MLflow run id.
         params: The params the run holds (MLflow params cannot change once logged).
+        steps: The steps each metric holds: MLflow keeps every value logged, so a step
+            already there (an epoch Tune reports again after a restore) is never logged twice.
     """
 
     def __init__(self, client: Any, run_id: str, params: Mapping[str, str] | None = None) -> None:
         self.client = client
         self.run_id = run_id
         self.params: dict[str, str] = dict(params or {})
+        self.steps: dict[str, set[int]] = {}
+
+    def load_steps(self, metrics: Iterable[str]) -> None:
+        """Reads which steps the run already holds for each of ``metrics``."""
+        for name in metrics:
+            history = self.client.get_metric_history(self.run_id, name)
+            self.steps[name] = {m.step for m in history}
 
     @classmethod
     def open(
@@ -296,7 +305,9 @@ class ChildRun:
         if existing is not None:  # a retry, a resume or a PBT exploit: same run
             if existing.info.status != "RUNNING":
                 client.update_run(existing.info.run_id, status="RUNNING")
-            return cls(client, existing.info.run_id, existing.data.params)
+            child = cls(client, existing.info.run_id, existing.data.params)
+            child.load_steps(existing.data.metrics)
+            return child
         run = client.create_run(
             context.experiment_id,
             run_name=run_name(axes, trial_name),
@@ -357,9 +368,16 @@ class ChildRun:
             self.log_params(result[HPARAMS])
         step = int(result.get(EPOCH, 0))
         now = int(time.time() * 1000)
-        batch = [Metric(_mlflow_key(k), v, now, step) for k, v in metric_items(result)]
+        batch = [
+            Metric(name, v, now, step)
+            for name, v in ((_mlflow_key(k), v) for k, v in metric_items(result))
+            if step not in self.steps.get(name, ())
+        ]
         for start in range(0, len(batch), MAX_METRICS_PER_BATCH):
-            self.client.log_batch(self.run_id, metrics=batch[start : start + MAX_METRICS_PER_BATCH])
+            chunk = batch[start : start + MAX_METRICS_PER_BATCH]
+            self.client.log_batch(self.run_id, metrics=chunk)
+            for metric in chunk:
+                self.steps.setdefault(metric.key, set()).add(step)
 
     def finish(self, status: str, reason: str) -> None:
         """Sets the final status (and reason) tags and ends the run."""
