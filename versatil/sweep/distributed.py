@@ -21,7 +21,12 @@ from typing import Any
 
 from versatil.status import TrialStatus
 from versatil.sweep.config import SweepConfig
-from versatil.sweep.trial_results import end_result, epoch_result, process_facts
+from versatil.sweep.trial_results import (
+    end_result,
+    epoch_result,
+    missing_objective,
+    process_facts,
+)
 from versatil.training.config import TrainConfig
 
 __all__ = ["run_distributed_trial"]
@@ -137,6 +142,11 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
 
     def report(trainer: Any, metrics: dict[str, float]) -> None:
         # Every rank reports (Ray Train synchronizes on it); rank 0 brings the checkpoint.
+        failed = missing_objective(sweep, metrics, trainer.callback_metrics)
+        if failed is not None:  # every rank sees the same metrics, so all stop together
+            trainer.should_stop = True
+            ray.train.report({**failed, **process_facts()})
+            return
         result = epoch_result(trainer, metrics, fit_start, resumed=ckpt_path is not None)
         checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
         ray.train.report(result, checkpoint=checkpoint if trainer.is_global_zero else None)
