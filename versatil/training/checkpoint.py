@@ -12,6 +12,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import torch
 import yaml
 
 from versatil.training.config import TrainConfig
-from versatil.training.constants import CheckpointFilename, CheckpointKey
+from versatil.training.constants import CheckpointFilename, CheckpointKey, PrecisionType
 from versatil.training.settings import apply_settings
 from versatil.training.tasks import build_task
 
@@ -100,6 +101,7 @@ class InferenceModel:
     """A trained model set up for inference the way it was trained.
 
     Calling it casts inputs to the model's dtype and runs under the precision's autocast.
+    An INT8 model (``precision: "8"``, from ``versatil.quantization``) takes float32 inputs.
 
     Attributes:
         module: The LightningModule, in eval mode, converted per the precision.
@@ -115,12 +117,24 @@ class InferenceModel:
 
     @property
     def dtype(self) -> torch.dtype:
-        """The dtype of the model's parameters."""
+        """The dtype inputs are cast to: the parameters' dtype; float32 for an INT8 model.
+
+        (INT8 dynamic quantization keeps float32 activations and quantizes them per call.)
+        """
+        if self.config.precision is PrecisionType.INT8:
+            return torch.float32
         return next(self.module.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the model's first parameter or buffer (CPU for neither)."""
+        for tensor in (*self.module.parameters(), *self.module.buffers()):
+            return tensor.device
+        return torch.device("cpu")
 
     @torch.no_grad()
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
-        device = next(self.module.parameters()).device
+        device = self.device
         inputs = inputs.to(device=device, dtype=self.dtype)
         with self.config.precision.autocast(device.type):
             return self.module(inputs)
@@ -130,20 +144,33 @@ def load_for_inference(directory: Path, device: str | torch.device = "cpu") -> I
     """Rebuilds the model of a checkpoint directory and loads its weights for inference.
 
     The model is built from ``config.yaml``, takes the dtype the checkpoint stored, and is
-    cast to ``get_model_dtype()`` when ``should_convert_model()`` says so.
+    cast to ``get_model_dtype()`` when ``should_convert_model()`` says so. An INT8
+    checkpoint (``precision: "8"``, written by ``versatil.quantization``) is built in
+    float32, quantized the way its ``"quantization"`` entry records (torchao or torch.ao),
+    and then loaded: INT8 runs on CPU.
     """
     directory = Path(directory)
     config = read_config(directory)
-    checkpoint = torch.load(
-        directory / CheckpointFilename.DEFAULT_CHECKPOINT, map_location="cpu", weights_only=False
-    )
+    with warnings.catch_warnings():
+        # Unpickling torch.ao's INT8 weights goes through TypedStorage, which warns.
+        warnings.filterwarnings("ignore", message=r"TypedStorage is deprecated.*")
+        checkpoint = torch.load(
+            directory / CheckpointFilename.DEFAULT_CHECKPOINT,
+            map_location="cpu",
+            weights_only=False,
+        )
     state_dict = checkpoint[CheckpointKey.STATE_DICT]
     # Inference never compiles: the settings' matmul precision and dtype still apply.
     settings = dataclasses.replace(config.settings, compile_mode=None)
     module = apply_settings(settings, lambda: build_task(config.task, config.params)[0])
-    stored = next((t.dtype for t in state_dict.values() if t.is_floating_point()), torch.float32)
-    module = module.to(stored)
-    module.load_state_dict(state_dict)
+    if config.precision is PrecisionType.INT8:
+        _load_int8(module, checkpoint, directory)
+    else:
+        stored = next(
+            (t.dtype for t in state_dict.values() if t.is_floating_point()), torch.float32
+        )
+        module = module.to(stored)
+        module.load_state_dict(state_dict)
     module.on_load_checkpoint(checkpoint)
     if config.precision.should_convert_model():
         module = module.to(config.precision.get_model_dtype())
@@ -154,3 +181,24 @@ def load_for_inference(directory: Path, device: str | torch.device = "cpu") -> I
         input_stats=checkpoint.get(CheckpointKey.INPUT_STATS),
         tokenizer_dir=tokenizer_dir if tokenizer_dir.is_dir() else None,
     )
+
+
+def _load_int8(module: L.LightningModule, checkpoint: dict[str, Any], directory: Path) -> None:
+    """Quantizes the float32 ``module`` as the checkpoint records, then loads its weights."""
+    # Imported here: versatil.quantization imports this module.
+    from versatil.quantization.backends import (
+        QUANTIZATION_KEY,
+        QuantizationError,
+        load_quantized_state,
+        quantized_like,
+    )
+
+    info = checkpoint.get(QUANTIZATION_KEY)
+    if not isinstance(info, dict):
+        raise QuantizationError(
+            f"{directory}: config.yaml says precision 8 (INT8), but last.ckpt has no "
+            f"{QUANTIZATION_KEY!r} entry; write INT8 checkpoints with "
+            f"versatil.quantization.post_training_compress"
+        )
+    quantized_like(module.float(), info)
+    load_quantized_state(module, checkpoint[CheckpointKey.STATE_DICT])
