@@ -138,7 +138,10 @@ def test_workers_per_trial_runs_data_parallel_on_gloo_and_resumes(ray_cluster, s
     (trial_results,) = outcome.experiment_dir.glob("*/result.json")
     reported = [json.loads(line) for line in trial_results.read_text().splitlines()]
     # Epoch 0 is not trained again: the retry continued from its checkpoint on both ranks.
-    assert [(r["epoch"], r["resumed"]) for r in reported] == [(0, False), (1, True)]
+    # (Whether the first attempt's epoch-0 line reached result.json before the crash
+    # depends on when Tune took it; the retry's lines do not.)
+    epochs = [(r["epoch"], r["resumed"]) for r in reported]
+    assert epochs in ([(0, False), (1, True)], [(1, True)]), epochs
     # Rank 0's checkpoint of the resumed epoch is the trial's checkpoint in Tune.
     checkpoint = torch.load(Path(row.checkpoint) / "last.ckpt", weights_only=False)
     assert checkpoint["epoch"] == 1
