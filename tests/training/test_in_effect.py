@@ -4,6 +4,7 @@ Compiling on CPU costs seconds per graph, so only two tests compile for real.
 """
 
 import logging
+import pickle
 
 import pytest
 import torch
@@ -105,6 +106,12 @@ def test_module_that_overrides_matmul_precision_fails_the_trial(tmp_path, small_
     assert len(reported) == 1
     assert reported[0]["in_effect/matmul_precision_ok"] == 0.0
     assert reported[0]["in_effect/ok"] == 0.0
+
+
+def test_not_in_effect_error_survives_pickling():
+    error = pickle.loads(pickle.dumps(SettingsNotInEffectError(["a problem", "another"])))
+    assert error.problems == ["a problem", "another"]
+    assert str(error) == "settings not in effect: a problem; another"
 
 
 def test_compiled_trial_that_runs_eagerly_is_flagged_and_fails(tmp_path, small_config):

@@ -88,6 +88,11 @@ class SettingsNotInEffectError(RuntimeError):
         self.problems = list(problems)
         super().__init__("settings not in effect: " + "; ".join(self.problems))
 
+    def __reduce__(self) -> tuple[type, tuple[list[str]]]:
+        # Ray pickles a trial's exception to the driver; the default would rebuild it from
+        # the message, read as a sequence of one-character problems.
+        return (type(self), (self.problems,))
+
 
 @dataclasses.dataclass(frozen=True)
 class Check:
