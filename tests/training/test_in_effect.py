@@ -147,7 +147,7 @@ def test_graph_break_is_counted_and_logged_to_the_trial_file(tmp_path, small_con
     assert result.metrics["compile/graph_breaks"] >= 1
     assert result.metrics["compile/fell_back_to_eager"] == 0.0
     assert result.metrics["in_effect/ok"] == 1.0
-    log = (tmp_path / "compile.log").read_text()
+    log = (tmp_path / "checkpoint" / "compile.log").read_text()
     assert log.startswith("--- ") and "compile_mode=default" in log.splitlines()[0]
     assert "Graph break" in log
     assert "Graph break" not in capfd.readouterr().err
@@ -166,9 +166,9 @@ def test_reset_process_state_starts_compile_counters_from_zero():
 def test_compile_logs_go_to_the_file_and_handlers_come_back(tmp_path):
     logger = logging.getLogger("torch._dynamo")
     before = list(logger.handlers)
-    path = tmp_path / "compile.log"
+    path = tmp_path / "checkpoint" / "compile.log"
     with compile_logs_to(path, header="--- header"):
-        assert not path.exists()  # created at the first record only
+        assert not path.parent.exists()  # created at the first record only
         logging.getLogger("torch._dynamo.some.module").warning("a graph break")
     assert logger.handlers == before
     assert path.read_text().splitlines()[0] == "--- header"

@@ -20,7 +20,8 @@ as of torch 2.13:
   machines so far.
 
 Dynamo's warnings (a graph break's explanation, a recompile limit hit) are logged by every
-worker; :func:`compile_logs_to` sends them to a file for the duration of a fit.
+worker; :func:`compile_logs_to` sends them to a file for the duration of a fit (``train``
+uses :data:`COMPILE_LOG` in the checkpoint directory).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "COMPILE_LOG",
     "COMPILE_LOGGERS",
     "CompileCounts",
     "CudaGraphRecordings",
@@ -40,6 +42,9 @@ __all__ = [
     "read_compile_counts",
     "reset_compile_counters",
 ]
+
+COMPILE_LOG = "compile.log"
+"""The file in a checkpoint directory that a fit's compile log records go to."""
 
 COMPILE_LOGGERS = (
     "torch._dynamo",
@@ -178,12 +183,14 @@ class _HeaderFileHandler(logging.FileHandler):
     """A lazily opened, appending file handler that starts with a header line."""
 
     def __init__(self, path: Path, header: str) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
         super().__init__(path, mode="a", encoding="utf-8", delay=True)
         self._header = header
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self.stream is None and self._header:  # type: ignore[has-type]
+        if self.stream is None:  # type: ignore[has-type]
+            # Only now: a fit that logs nothing leaves no file, nor a directory for it.
+            Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
             self.stream = self._open()
-            self.stream.write(self._header.rstrip("\n") + "\n")
+            if self._header:
+                self.stream.write(self._header.rstrip("\n") + "\n")
         super().emit(record)

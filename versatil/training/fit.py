@@ -15,7 +15,7 @@ import torch
 
 from versatil.status import TrialStatus
 from versatil.training.checkpoint import CheckpointDirWriter
-from versatil.training.compile_health import compile_logs_to
+from versatil.training.compile_health import COMPILE_LOG, compile_logs_to
 from versatil.training.config import TrainConfig
 from versatil.training.in_effect import SettingsNotInEffectError, SettingsProbe
 from versatil.training.metrics import ThroughputMonitor
@@ -268,8 +268,9 @@ def train(
         warmup_steps: Training batches at the start of the fit left out of the
             throughput (see :class:`ThroughputMonitor`).
         compile_log: Where torch.compile's log records (graph-break warnings, ...) go
-            during the fit instead of the console, appended; default ``compile.log``
-            beside ``checkpoint_dir`` (in a sweep, in the trial's directory). Created
+            during the fit instead of the console, appended; default ``compile.log`` in
+            ``checkpoint_dir``, so it travels with the checkpoint (a data-parallel rank's
+            checkpoint directory is a scratch directory; its parent is shared). Created
             only when something is logged.
         **trainer_overrides: Extra ``L.Trainer`` arguments (strategy, plugins, ...).
 
@@ -301,7 +302,7 @@ def train(
     epoch_end = _EpochEndHook(monitor, hparams, probe, on_epoch_end)
     callbacks = [monitor, hparams, probe, CheckpointDirWriter(checkpoint_dir, config), epoch_end]
     trainer = build_trainer(config, callbacks, **trainer_overrides)
-    log_path = compile_log or Path(checkpoint_dir).parent / "compile.log"
+    log_path = compile_log or Path(checkpoint_dir) / COMPILE_LOG
     header = (
         f"--- {datetime.datetime.now().isoformat(timespec='seconds')} fit of {config.task}: "
         + " ".join(f"{k}={v}" for k, v in settings.to_config().items())
