@@ -173,3 +173,44 @@ def test_compile_logs_go_to_the_file_and_handlers_come_back(tmp_path):
     assert logger.handlers == before
     assert path.read_text().splitlines()[0] == "--- header"
     assert "WARNING torch._dynamo.some.module: a graph break" in path.read_text()
+
+
+def test_cuda_graph_recordings_are_counted_from_dynamo_callbacks():
+    from torch._dynamo.callback import CallbackTrigger, callback_handler
+
+    from versatil.training.compile_health import CudaGraphRecordings
+
+    recordings = CudaGraphRecordings()
+    recordings.install()
+    try:
+        # What inductor's CUDA graph trees do around each recording (CUDA only).
+        with callback_handler.install_callbacks(CallbackTrigger.CUDAGRAPH_RECORDING, "0/0"):
+            pass
+        with callback_handler.install_callbacks(CallbackTrigger.DYNAMO, "0/0"):
+            pass
+    finally:
+        recordings.remove()
+    assert recordings.count == 1
+
+
+def test_cuda_only_checks_follow_the_settings():
+    """The CUDA branches' logic, run on CPU by telling the probe it trained on CUDA."""
+    settings = TrialSettings.from_config(
+        {"precision": "32", "compile_mode": "reduce-overhead", "matmul_precision": "high"}
+    )
+    module = torch.nn.Linear(2, 2)
+    module.forward = torch.compile(module.forward)  # never called: no graph
+    probe = SettingsProbe(settings, [module])
+    probe._device_type, probe.observed_autocast = "cuda", (False, None)
+    reset_process_state(0)
+    torch.set_float32_matmul_precision("high")
+    try:
+        checks, extra = probe._run_checks(module)
+    finally:
+        reset_process_state(0)
+    ok = {c.key: c.ok for c in checks}
+    assert ok["cuda_matmul_tf32_ok"] and ok["matmul_precision_ok"]
+    assert not ok["cuda_graphs_ok"] and not ok["compiled_ok"]
+    assert [c.key for c in checks if not c.fatal] == ["cuda_graphs_ok"]
+    assert extra["in_effect/cuda_graphs"] == 0.0 and "in_effect/cudnn_allow_tf32" in extra
+    assert extra["compile/fell_back_to_eager"] == 1.0
