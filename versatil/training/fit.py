@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import warnings
 from collections.abc import Callable, Collection, Sequence
@@ -14,9 +15,16 @@ import torch
 
 from versatil.status import TrialStatus
 from versatil.training.checkpoint import CheckpointDirWriter
+from versatil.training.compile_health import COMPILE_LOG, compile_logs_to
 from versatil.training.config import TrainConfig
+from versatil.training.in_effect import SettingsNotInEffectError, SettingsProbe
 from versatil.training.metrics import ThroughputMonitor
-from versatil.training.settings import DeviceInfo, apply_settings, reset_process_state
+from versatil.training.settings import (
+    DeviceInfo,
+    apply_settings,
+    compile_targets,
+    reset_process_state,
+)
 from versatil.training.tasks import build_task
 
 __all__ = ["EpochEnd", "InfeasibleError", "OptimizerHparams", "TrainResult", "train"]
@@ -51,6 +59,8 @@ class TrainResult:
         checkpoint_dir: The checkpoint directory (``last.ckpt``, ``config.yaml``).
         module: The trained LightningModule.
         datamodule: The task's LightningDataModule.
+        unconfirmed: Settings checks that were not confirmed in the last epoch, though
+            nothing contradicted them (see :mod:`versatil.training.in_effect`).
     """
 
     status: str
@@ -59,6 +69,7 @@ class TrainResult:
     checkpoint_dir: Path
     module: L.LightningModule
     datamodule: L.LightningDataModule
+    unconfirmed: list[str] = dataclasses.field(default_factory=list)
 
 
 class OptimizerHparams(L.Callback):
@@ -172,13 +183,19 @@ def _scaled_lr(group: dict[str, Any], configured_base: Any) -> float | None:
 
 
 class _EpochEndHook(L.Callback):
-    """Collects each epoch's metrics, stops on divergence, then calls the user's hook."""
+    """Collects each epoch's metrics, stops on divergence or settings not in effect, then
+    calls the user's hook."""
 
     def __init__(
-        self, monitor: ThroughputMonitor, optimizer: OptimizerHparams, hook: EpochEnd | None
+        self,
+        monitor: ThroughputMonitor,
+        optimizer: OptimizerHparams,
+        probe: SettingsProbe,
+        hook: EpochEnd | None,
     ) -> None:
         self.monitor = monitor
         self.optimizer = optimizer
+        self.probe = probe
         self.hook = hook
         self.history: list[dict[str, float]] = []
         self.diverged = False
@@ -187,11 +204,18 @@ class _EpochEndHook(L.Callback):
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         metrics.update(self.monitor.epoch_metrics)
         metrics.update(self.optimizer.epoch_metrics())
+        metrics.update(self.probe.epoch_metrics)
+        if self.probe.fell_back_to_eager:
+            metrics.pop("compile_time_s", None)  # nothing was compiled: not a compiled trial
         metrics["epoch"] = trainer.current_epoch
         self.history.append(metrics)
         loss = metrics.get("train_loss")
         if loss is not None and not math.isfinite(loss):
             self.diverged = True
+            trainer.should_stop = True
+        if self.probe.fatal_problems:
+            # The epoch is still reported (its in_effect/* flags say what failed); no
+            # further epoch is trained under settings that are not the trial's.
             trainer.should_stop = True
         if self.hook is not None:
             self.hook(trainer, metrics)
@@ -226,6 +250,7 @@ def train(
     device: DeviceInfo | None = None,
     optimizer_keys: Collection[str] = (),
     warmup_steps: int = 2,
+    compile_log: Path | None = None,
     **trainer_overrides: Any,
 ) -> TrainResult:
     """Trains ``config`` and writes its checkpoint directory after every epoch.
@@ -242,10 +267,18 @@ def train(
             passes the params it mutates.
         warmup_steps: Training batches at the start of the fit left out of the
             throughput (see :class:`ThroughputMonitor`).
+        compile_log: Where torch.compile's log records (graph-break warnings, ...) go
+            during the fit instead of the console, appended; default ``compile.log`` in
+            ``checkpoint_dir``, so it travels with the checkpoint (a data-parallel rank's
+            checkpoint directory is a scratch directory; its parent is shared). Created
+            only when something is logged.
         **trainer_overrides: Extra ``L.Trainer`` arguments (strategy, plugins, ...).
 
     Raises:
         InfeasibleError: when the settings cannot run on the device.
+        SettingsNotInEffectError: when a setting was observed not in effect during the
+            fit (see :mod:`versatil.training.in_effect`); the epoch that found it was
+            reported to ``on_epoch_end`` first, with its ``in_effect/*`` flags.
     """
     settings = config.settings
     device = device or DeviceInfo.detect(config.accelerator)
@@ -264,14 +297,22 @@ def train(
         compiled=settings.compile_mode is not None, warmup_steps=warmup_steps
     )
     hparams = OptimizerHparams(optimizer_keys)
-    # Order matters: measure, write the checkpoint, then report it.
-    epoch_end = _EpochEndHook(monitor, hparams, on_epoch_end)
-    callbacks = [monitor, hparams, CheckpointDirWriter(checkpoint_dir, config), epoch_end]
+    probe = SettingsProbe(settings, compile_targets(model))
+    # Order matters: measure and check, write the checkpoint, then report it.
+    epoch_end = _EpochEndHook(monitor, hparams, probe, on_epoch_end)
+    callbacks = [monitor, hparams, probe, CheckpointDirWriter(checkpoint_dir, config), epoch_end]
     trainer = build_trainer(config, callbacks, **trainer_overrides)
-    with warnings.catch_warnings():
+    log_path = compile_log or Path(checkpoint_dir) / COMPILE_LOG
+    header = (
+        f"--- {datetime.datetime.now().isoformat(timespec='seconds')} fit of {config.task}: "
+        + " ".join(f"{k}={v}" for k, v in settings.to_config().items())
+    )
+    with warnings.catch_warnings(), compile_logs_to(log_path, header):
         for pattern in _QUIET:
             warnings.filterwarnings("ignore", message=pattern)
         trainer.fit(model, datamodule=built["datamodule"], ckpt_path=ckpt_path)
+    if probe.fatal_problems:
+        raise SettingsNotInEffectError(probe.fatal_problems)
     history = epoch_end.history
     return TrainResult(
         status=TrialStatus.DIVERGED if epoch_end.diverged else TrialStatus.COMPLETED,
@@ -280,4 +321,5 @@ def train(
         checkpoint_dir=Path(checkpoint_dir),
         module=model,
         datamodule=built["datamodule"],
+        unconfirmed=probe.problems,
     )

@@ -231,9 +231,14 @@ def reset_process_state(seed: int) -> None:
     import lightning
     import torch
 
+    from versatil.training.compile_health import reset_compile_counters
+
     torch.set_default_dtype(torch.float32)
     torch.set_float32_matmul_precision(Float32MatmulPrecision.HIGHEST.value)
     torch._dynamo.reset()
+    # dynamo's reset leaves its statistics: a trial's compile health is its own only
+    # when they start from zero too.
+    reset_compile_counters()
     lightning.seed_everything(seed, workers=True, verbose=False)
 
 
