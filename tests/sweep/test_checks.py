@@ -99,3 +99,22 @@ def test_a_missing_objective_ends_the_sweep_in_the_first_epoch(ray_cluster, swee
         assert len(history) <= 1
         assert run.info.status != "RUNNING"
     assert stream.getvalue().count("epoch 2") == 0
+
+
+def test_a_setting_not_in_effect_fails_its_trial_without_a_retry(ray_cluster, sweep_config):
+    # A module whose compiled forward never runs: the trial would be reported as compiled.
+    config = sweep_config(
+        name="not-in-effect",
+        task={"name": "tests.training.in_effect_tasks:never_compiled", "params": {}},
+        space={"compile_mode": ["default"]},
+        max_failures=1,
+    )
+    outcome = run_sweep(config, stream=io.StringIO())
+    (row,) = outcome.rows
+    assert row.status == "failed"
+    assert "settings not in effect" in row.reason and "fell back to eager" in row.reason
+    (results,) = outcome.experiment_dir.glob("*/result.json")
+    # One epoch with its flags, then the failure; no second attempt.
+    reported = [yaml.safe_load(line) for line in results.read_text().splitlines()]
+    assert [r["status"] for r in reported] == ["running", "failed"]
+    assert reported[0]["compile/fell_back_to_eager"] == 1.0

@@ -46,6 +46,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
 
     from versatil.cli_common import quiet_libraries
     from versatil.training.fit import InfeasibleError, train
+    from versatil.training.in_effect import SettingsNotInEffectError
 
     quiet_libraries()
     try:
@@ -84,7 +85,9 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
             ckpt_path=ckpt_path,
             optimizer_keys=tuple(mutated),
         )
-    except ConfigError as error:  # bad task params: the message names them
+    except (ConfigError, SettingsNotInEffectError) as error:
+        # Bad task params, or a setting observed not in effect: a retry would fail the
+        # same way, so the trial ends here with the message.
         tune.report({**end_result(sweep, TrialStatus.FAILED, str(error)), **process_facts()})
     except InfeasibleError as error:
         tune.report({**end_result(sweep, TrialStatus.INFEASIBLE, error.reason), **process_facts()})

@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from versatil.training.config import TrainConfig
     from versatil.training.fit import InfeasibleError, train
+    from versatil.training.in_effect import SettingsNotInEffectError
     from versatil.training.tasks import resolve_params
 
     quiet_libraries()
@@ -77,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         result = train(config, args.output, on_epoch_end=show)
     except InfeasibleError as error:
         print(f"infeasible: {error.reason}")
+        return 1
+    except SettingsNotInEffectError as error:
+        print(format_table(columns, epochs))
+        print(f"failed: {error}")
         return 1
     print(format_table(columns, epochs))
     print(f"status: {result.status}; checkpoint: {result.checkpoint_dir}")
