@@ -106,6 +106,7 @@ def test_user_task_is_measured_and_tracked_right(name, ray_cluster, sweep_config
         for epoch in range(1, EPOCHS):
             true = history["truth/samples"][epoch] / history["truth/span_s"][epoch]
             reported = history["samples_per_sec"][epoch]
+            print(f"{name} {row.axes} epoch {epoch}: reported {reported:.0f}, true {true:.0f}")
             assert reported == pytest.approx(true, rel=0.10), (row.axes, epoch, reported, true)
 
         params = run.data.params
