@@ -41,3 +41,18 @@ def test_a_restored_trial_reporting_an_epoch_again_logs_it_once(tmp_path):
     for metric in ("val_loss", "samples_per_sec"):
         steps = [m.step for m in client.get_metric_history(child.run_id, metric)]
         assert sorted(steps) == [0, 1, 2], (metric, steps)
+
+
+def test_params_beyond_mlflows_limits_are_logged_not_crashed(tmp_path):
+    client, child = open_child(tmp_path, tmp_path / "once-1")
+    params = {f"layer.{i}.width": str(i) for i in range(250)}  # MLflow takes 100 per call
+    params["vocabulary"] = "x" * 10_000  # MLflow takes 6,000 characters
+    child.log_params(params)
+    # A module hyperparameter named like a task param, with another value.
+    child.log_params({"lr": "0.02"})
+    held = client.get_run(child.run_id).data
+    assert {f"layer.{i}.width" for i in range(250)} <= set(held.params)
+    assert len(held.params["vocabulary"]) == 6000
+    assert held.params["vocabulary"].endswith("... [truncated from 10000 characters]")
+    assert held.tags["versatil.truncated_params"] == "vocabulary"
+    assert held.params["lr"] == "0.01" and held.params["hparams.lr"] == "0.02"
