@@ -119,7 +119,6 @@ def test_user_task_is_measured_and_tracked_right(name, ray_cluster, sweep_config
         }
         for key, value in expected.items():
             assert params.get(key) == value, (key, params.get(key), value)
-        module_cls = getattr(importlib.import_module(f"tests.user_tasks.{task.module}"), task.cls)
         checkpoint = Path(row.checkpoint) / "last.ckpt"
         hparams = torch.load(checkpoint, weights_only=False)["hyper_parameters"]
         for key, value in flatten(dict(hparams)).items():
