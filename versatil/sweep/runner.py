@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from versatil.errors import ConfigError
+from versatil.errors import ConfigError, ServiceError
 from versatil.status import TrialStatus
 from versatil.sweep.checks import check_task
 from versatil.sweep.config import NumericAxis, SweepConfig
@@ -73,6 +73,20 @@ def connect_ray(address: str | None) -> None:
             f"--address: cannot reach a Ray cluster at {address!r} ({error}); "
             "start one with `ray start --head` or omit --address to run locally"
         ) from None
+    except Exception as error:  # Ray raises a bare Exception when its node starts slowly
+        if address is not None:
+            raise
+        # A local Ray waits 30 s for its raylet; a loaded machine can miss that once.
+        ray.shutdown()
+        try:
+            ray.init(include_dashboard=False, logging_level=logging.WARNING, configure_logging=True)
+        except Exception as again:
+            ray.shutdown()
+            raise ServiceError(
+                f"a local Ray did not start, twice ({again}; first: {error}); "
+                "the machine may be overloaded: retry when it is less busy, or start Ray "
+                "yourself with `ray start --head` and pass --address auto"
+            ) from None
 
 
 # Registries of lazy imports: a sweep that uses FIFO never imports optuna.
