@@ -254,6 +254,10 @@ class TrainerSection(pydantic.BaseModel):
         "auto", description="Lightning accelerator: auto, cpu, gpu, cuda, mps or tpu."
     )
     seed: int = pydantic.Field(0, description="Seed of every trial's fit.")
+    compile_cache: bool = pydantic.Field(
+        True,
+        description="Compiled trials share their compiled graphs through the storage path.",
+    )
 
     @pydantic.field_validator("accelerator", mode="before")
     @classmethod
@@ -372,6 +376,10 @@ class SweepConfig(pydantic.BaseModel):
     def storage_dir(self) -> Path:
         """The absolute storage path (Ray needs one)."""
         return Path(self.storage_path).expanduser().resolve()
+
+    def compile_cache_dir(self) -> Path:
+        """Where compiled trials share their compiled graphs: under the storage path."""
+        return self.storage_dir() / ".compile_cache"
 
 
 def _is_grid(axis: Any) -> bool:

@@ -296,7 +296,12 @@ def run_sweep(
     # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
     distributed = resources.workers_per_trial > 1
     trainable = tune.with_resources(
-        tune.with_parameters(run_trial, sweep=config),
+        tune.with_parameters(
+            run_trial,
+            sweep=config,
+            # On the storage path every node shares: each graph compiles once per cluster.
+            compile_cache=str(config.compile_cache_dir()) if config.trainer.compile_cache else None,
+        ),
         {"cpu": 0.01} if distributed else {"cpu": resources.cpu, "gpu": resources.gpu},
     )
     progress = ProgressPrinter(config, stream)

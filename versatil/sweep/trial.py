@@ -34,17 +34,24 @@ def _restore(trial_dir: Path) -> Path | None:
     return restored / "last.ckpt"
 
 
-def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
+def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | None = None) -> None:
     """Runs one trial inside a Tune worker; reports every epoch with its checkpoint.
 
     Infeasible settings end the trial with one result whose status is ``infeasible`` and
     whose reason says why; the sweep goes on. With ``resources.workers_per_trial > 1``
     the fit runs data-parallel across Ray Train workers instead. The driver logs every
     result to MLflow; the worker never talks to the tracking server.
+
+    Args:
+        axes: The trial's point in the sweep's space.
+        sweep: The sweep.
+        compile_cache: The directory where compiled trials share their compiled graphs
+            (see :mod:`versatil.training.compile_cache`); ``None`` compiles every trial.
     """
     from ray import tune
 
     from versatil.cli_common import quiet_libraries
+    from versatil.training.compile_cache import CompileCache
     from versatil.training.fit import InfeasibleError, train
     from versatil.training.in_effect import SettingsNotInEffectError
 
@@ -84,6 +91,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
             on_epoch_end=report,
             ckpt_path=ckpt_path,
             optimizer_keys=tuple(mutated),
+            compile_cache=CompileCache(Path(compile_cache)) if compile_cache else None,
         )
     except (ConfigError, SettingsNotInEffectError) as error:
         # Bad task params, or a setting observed not in effect: a retry would fail the
