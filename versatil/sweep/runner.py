@@ -19,7 +19,7 @@ import yaml
 
 from versatil.errors import ConfigError, ServiceError
 from versatil.status import TrialStatus
-from versatil.sweep.checks import check_task
+from versatil.sweep.checks import check_storage, check_task
 from versatil.sweep.config import NumericAxis, SweepConfig
 from versatil.sweep.result_keys import OBJECTIVE_MISSING, REASON, STATUS
 from versatil.sweep.space import build_param_space, numeric_domain
@@ -262,8 +262,7 @@ def run_sweep(
     # Tune's default TensorBoard logger imports torch into the driver (3 s) and duplicates
     # MLflow; its CSV and JSON loggers (progress.csv, result.json) are added below.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-    storage = config.storage_dir()
-    storage.mkdir(parents=True, exist_ok=True)
+    storage = check_storage(config)  # unwritable: one clear error before Ray starts
     if resume:
         previous = [d for d in experiment_dirs(config) if tune.Tuner.can_restore(d)]
         if not previous:
