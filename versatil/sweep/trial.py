@@ -15,7 +15,13 @@ from versatil.errors import ConfigError
 from versatil.status import TrialStatus
 from versatil.sweep.config import SweepConfig
 from versatil.sweep.trial_config import train_config_for
-from versatil.sweep.trial_results import end_result, epoch_result, missing_objective, process_facts
+from versatil.sweep.trial_results import (
+    end_result,
+    epoch_result,
+    missing_objective,
+    out_of_memory_reason,
+    process_facts,
+)
 
 __all__ = ["run_trial"]
 
@@ -99,3 +105,23 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
         tune.report({**end_result(sweep, TrialStatus.FAILED, str(error)), **process_facts()})
     except InfeasibleError as error:
         tune.report({**end_result(sweep, TrialStatus.INFEASIBLE, error.reason), **process_facts()})
+    except (RuntimeError, MemoryError) as error:
+        # Out of memory: the trial fails with that reason and the sweep goes on; a retry
+        # would run the same settings into the same wall.
+        reason = out_of_memory_reason(error)
+        if reason is None:
+            raise
+        error.__traceback__ = None  # its frames hold the fit's tensors
+        _release_memory()
+        tune.report({**end_result(sweep, TrialStatus.FAILED, reason), **process_facts()})
+
+
+def _release_memory() -> None:
+    """Returns what a failed fit held, so that the worker's next trial starts clean."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

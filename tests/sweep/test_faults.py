@@ -1,4 +1,4 @@
-"""A storage path that cannot be written: one clear error, exit 2, before anything starts."""
+"""Faults a sweep meets: an unwritable storage path, a trial out of memory."""
 
 import pytest
 import ray
@@ -36,3 +36,29 @@ def test_unwritable_storage_path_is_one_clear_error_before_ray_starts(tmp_path, 
     assert err.startswith(f"error: storage_path: {storage!r} cannot be written ({reason}")
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert ray.is_initialized() == ray_before  # the check came before Ray
+
+
+def test_a_trial_out_of_memory_fails_with_that_reason_and_the_sweep_goes_on(
+    ray_cluster, sweep_config
+):
+    import io
+
+    from versatil.sweep.runner import run_sweep
+
+    config = sweep_config(
+        task={"name": "tests.user_tasks.memory_hog:build"},
+        objective={"metric": "val_loss", "mode": "min"},
+        space={"hog": {"grid": [False, True]}},
+        max_failures=2,
+    )
+    outcome = run_sweep(config, stream=io.StringIO())
+    by_hog = {row.axes["hog"]: row for row in outcome.rows}
+    assert by_hog[False].status == "completed"
+    hog = by_hog[True]
+    assert hog.status == "failed"
+    assert hog.reason.startswith("out of memory: DefaultCPUAllocator: can't allocate memory")
+    assert "10000000000000 bytes" in hog.reason
+    # Its first epoch was reported before the second ran out; it was not retried.
+    assert hog.metrics["training_iteration"] == 2
+    assert hog.metrics["iterations_since_restore"] == 2
+    assert outcome.best is not None and outcome.best.trial_id == by_hog[False].trial_id
