@@ -62,3 +62,51 @@ def test_a_trial_out_of_memory_fails_with_that_reason_and_the_sweep_goes_on(
     assert hog.metrics["training_iteration"] == 2
     assert hog.metrics["iterations_since_restore"] == 2
     assert outcome.best is not None and outcome.best.trial_id == by_hog[False].trial_id
+
+
+@pytest.mark.parametrize(
+    ("policy", "status", "epochs_after_retry"),
+    [
+        ("previous", "completed", [1, 2]),
+        ("restart", "completed", [0, 1, 2]),
+        ("fail", "failed", []),
+    ],
+)
+def test_a_torn_checkpoint_met_on_restore(
+    ray_cluster, sweep_config, tmp_path, policy, status, epochs_after_retry
+):
+    import io
+    import json
+
+    from versatil.sweep.runner import run_sweep
+
+    config = sweep_config(
+        name=f"torn-{policy}",
+        task={
+            "name": "tests.user_tasks.torn_checkpoint:build",
+            "params": {"storage": str(tmp_path / "runs")},
+        },
+        space={"width": {"grid": [8]}},
+        trainer={"max_epochs": 3, "accelerator": "cpu"},
+        max_failures=1,
+        on_unreadable_checkpoint=policy,
+    )
+    outcome = run_sweep(config, stream=io.StringIO())
+    (row,) = outcome.rows
+    assert row.status == status
+    results = [
+        json.loads(x)
+        for x in (outcome.experiment_dir / row.trial_id / "result.json").read_text().splitlines()
+    ]
+    # Two epochs, then the worker died at the third's start with checkpoint_000001 torn.
+    assert [r["epoch"] for r in results[:2]] == [0, 1]  # epochs count from 0
+    retried = results[2:]
+    if policy == "fail":
+        (last,) = retried
+        assert last["status"] == "failed"
+        assert last["reason"].startswith("on_unreadable_checkpoint: fail: ")
+        assert "checkpoint_000001/last.ckpt cannot be read" in last["reason"]
+        return
+    assert [r["epoch"] for r in retried] == epochs_after_retry
+    assert all(r["checkpoint/unreadable_skipped"] == 1 for r in retried)
+    assert row.metrics["epoch"] == 2

@@ -310,6 +310,11 @@ class SweepConfig(pydantic.BaseModel):
         None, ge=1, description="Trials at once; default: as many as resources allow."
     )
     max_failures: int = pydantic.Field(1, ge=0, description="Retries of a trial that crashes.")
+    on_unreadable_checkpoint: Literal["previous", "restart", "fail"] = pydantic.Field(
+        "previous",
+        description="A restored trial whose newest checkpoint cannot be read resumes from "
+        "its newest readable earlier one (previous), starts over (restart), or fails.",
+    )
     trainer: TrainerSection = pydantic.Field(default_factory=TrainerSection)
     storage_path: str = pydantic.Field("runs/sweeps", description="Where Tune keeps results.")
     mlflow: MlflowSection = pydantic.Field(default_factory=MlflowSection)

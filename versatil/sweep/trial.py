@@ -6,7 +6,6 @@ stays light; with actor reuse each worker process pays those imports once.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
 from versatil.sweep.config import SweepConfig
+from versatil.sweep.restore import Restored
 from versatil.sweep.trial_config import train_config_for
 from versatil.sweep.trial_results import (
     end_result,
@@ -26,18 +26,16 @@ from versatil.sweep.trial_results import (
 __all__ = ["run_trial"]
 
 
-def _restore(trial_dir: Path) -> Path | None:
-    """Copies the checkpoint Tune restores this trial from (if any) into the trial dir."""
+def _restore(trial_dir: Path, policy: str) -> Restored:
+    """The checkpoint Tune restores this trial from (if any), copied into the trial dir."""
     from ray import tune
+
+    from versatil.sweep.restore import restore_checkpoint
 
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
-        return None
-    restored = trial_dir / "restored"
-    shutil.rmtree(restored, ignore_errors=True)
-    with checkpoint.as_directory() as directory:
-        shutil.copytree(directory, restored)
-    return restored / "last.ckpt"
+        return Restored(None)
+    return restore_checkpoint(Path(checkpoint.path), trial_dir / "restored", policy)
 
 
 def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | None = None) -> None:
@@ -74,7 +72,12 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
         return
     trial_dir = Path(tune.get_context().get_trial_dir())
     checkpoint_dir = trial_dir / "checkpoint"
-    ckpt_path = _restore(trial_dir)
+    try:
+        restored = _restore(trial_dir, sweep.on_unreadable_checkpoint)
+    except ConfigError as error:
+        tune.report({**end_result(sweep, TrialStatus.FAILED, str(error)), **process_facts()})
+        return
+    ckpt_path = restored.ckpt_path
     resumed = ckpt_path is not None  # restored by Tune: a retry, a resume or a PBT exploit
     fit_start = time.perf_counter()
 
@@ -85,6 +88,8 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
             tune.report({**failed, **process_facts()})
             return
         result = epoch_result(trainer, metrics, fit_start, resumed)
+        if restored.skipped:
+            result["checkpoint/unreadable_skipped"] = len(restored.skipped)
         tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
 
     # The params PBT mutates: after an exploit, the optimizer takes the values the task
