@@ -807,7 +807,7 @@ def test_mlflow_serves_a_team_from_postgresql_behind_basic_auth(name: str) -> No
     container = mlflow_container(docs)
     env = env_of(container)
     backend = urlsplit(str(args["--backend-store-uri"]))
-    assert backend.scheme == "postgresql"
+    assert backend.scheme == "postgresql+psycopg2", "psycopg2 is the driver the image installs"
     # Kubernetes expands $(VAR) from the container's env: the login comes from the Secret.
     assert (backend.username, backend.password) == ("$(DB_USER)", "$(DB_PASSWORD)")
     assert backend.hostname == "$(db_host)" and backend.port == 5432
