@@ -58,7 +58,10 @@ def head_environment() -> dict[str, str]:
 
 
 def job_status(dashboard: str, submission_id: str) -> dict:
-    """The job's record from the job server (what ``ray job status`` prints)."""
+    """The job's record from the job server's REST API, which ``ray job status`` reads.
+
+    Polled over HTTP: one CLI call costs seconds of interpreter start on a busy machine.
+    """
     with urllib.request.urlopen(f"{dashboard}/api/jobs/{submission_id}", timeout=30) as answer:
         return json.load(answer)
 
@@ -98,6 +101,8 @@ def test_quickstart_submitted_through_the_job_server_logs_its_trials_to_mlflow(t
         if status["status"] not in TERMINAL:
             ray_job(env, "stop", "--address", head.dashboard, submission_id)
         assert status["status"] == "SUCCEEDED", f"{status}\n{logs[-4000:]}"
+        printed = ray_job(env, "status", "--address", head.dashboard, submission_id)
+        assert f"Job '{submission_id}' succeeded" in printed, printed
         assert "4 completed" in logs, logs[-4000:]
 
         # The runs are in MLflow: the sweep's parent run and one finished child per trial.
