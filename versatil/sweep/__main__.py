@@ -147,18 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         config, address=args.address, resume=args.resume, tracking_uri=args.tracking_uri
     )
     tracking = outcome.tracking
-    selection = config.post_training.selection()
-    if selection is not None and outcome.best is not None:
-        from versatil.sweep.compress_cmd import compress_sweep
+    from versatil.sweep.compress_cmd import compress_after_sweep
 
-        print()
-        compress_sweep(
-            tracking.tracking_uri,
-            config.experiment_name,
-            selection,
-            outcome.experiment_dir / "int8",
-            parent_run_id=tracking.parent_run_id,
-        )
+    compressed = compress_after_sweep(config, outcome)
     # The summary is the report: read back from MLflow, with the same table and plots.
     report = load_report(tracking.tracking_uri, config.experiment_name, tracking.parent_run_id)
     print()
@@ -187,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         f"mlflow: experiment {config.experiment_name!r}, parent run "
         f"{outcome.tracking.parent_run_id} at {outcome.tracking.tracking_uri}"
     )
+    if compressed is not None and compressed.failed:
+        for trial, reason in compressed.failed:
+            print(f"error: {trial} was not compressed: {reason}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "CompressOutcome",
     "TrialCheckpoint",
     "build_compress_parser",
+    "compress_after_sweep",
     "compress_main",
     "compress_sweep",
     "locate_checkpoint",
@@ -244,7 +245,7 @@ def compress_sweep(
     *,
     parent_run_id: str | None = None,
     backend: str | None = None,
-    stream: TextIO = sys.stdout,
+    stream: TextIO | None = None,
 ) -> CompressOutcome:
     """Compresses the chosen trials of a sweep and logs each as a nested INT8 run.
 
@@ -259,7 +260,7 @@ def compress_sweep(
         output: The directory the INT8 checkpoint directories go to, one per trial.
         parent_run_id: The sweep run; by default the experiment's latest.
         backend: ``torchao``, ``torch.ao`` or ``None`` to choose.
-        stream: Where progress lines go.
+        stream: Where progress lines go; default: standard output.
 
     Raises:
         ConfigError: for an unknown sweep or trial, no finished trial, or a chosen trial
@@ -270,6 +271,7 @@ def compress_sweep(
     from versatil.sweep.int8_runs import compressed_dir, int8_rows, log_int8_run
     from versatil.sweep.tracking import TRIAL_ID_TAG, child_runs
 
+    stream = stream if stream is not None else sys.stdout
     report = _load(tracking_uri, experiment, parent_run_id)
     chosen = _choose(report, experiment, selection)
     context = report.context
@@ -322,6 +324,33 @@ def compress_sweep(
         )
     mine = [row for row in int8_rows(client, context) if row.run_id in set(logged)]
     return CompressOutcome(report=report, int8=mine, failed=failed)
+
+
+def compress_after_sweep(
+    config: Any, outcome: Any, stream: TextIO | None = None
+) -> CompressOutcome | None:
+    """What the sweep file's ``post_training.int8`` asks for, once the sweep has ended.
+
+    The INT8 directories go to ``<experiment_dir>/int8``. Nothing happens for ``none``, or
+    when no trial produced a finite objective.
+
+    Args:
+        config: The sweep (``SweepConfig``).
+        outcome: What ``run_sweep`` returned.
+        stream: Where progress lines go; default: standard output.
+    """
+    selection = config.post_training.selection()
+    if selection is None or outcome.best is None:
+        return None
+    print(file=stream if stream is not None else sys.stdout)
+    return compress_sweep(
+        outcome.tracking.tracking_uri,
+        config.experiment_name,
+        selection,
+        outcome.experiment_dir / "int8",
+        parent_run_id=outcome.tracking.parent_run_id,
+        stream=stream,
+    )
 
 
 def compress_main(argv: list[str]) -> int:
