@@ -268,7 +268,7 @@ def test_a_user_task_sweep_file_compresses_its_best_trial(ray_cluster, tmp_path,
 def test_help_lists_compress_and_its_flags(capsys):
     code, out, _ = cli(capsys, ["--help"])
     assert code == 0
-    assert "compress compress a sweep's winners to INT8" in out
+    assert "compress INT8-quantize a sweep's winners, logged beside their trials" in out
     assert "usage: python -m versatil.sweep compress" in out
     flags = {o for a in build_compress_parser()._actions for o in a.option_strings}
     assert flags == {

@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sweep precision, compile mode, matmul precision and params with Ray Tune.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="subcommands:\n  report   compare a finished sweep's trials (read from MLflow)\n"
-        "  compress compress a sweep's winners to INT8, logged beside their trials\n\n"
+        "  compress INT8-quantize a sweep's winners, logged beside their trials\n\n"
         + "\n".join(f"  {line}".rstrip() for line in report_help.splitlines())
         + "\n\n"
         + "\n".join(f"  {line}".rstrip() for line in compress_help.splitlines()),

@@ -312,7 +312,7 @@ class SweepConfig(pydantic.BaseModel):
     mlflow: MlflowSection = pydantic.Field(default_factory=MlflowSection)
     post_training: PostTrainingSection = pydantic.Field(
         default_factory=PostTrainingSection,
-        description="After the sweep: compress its winners to INT8 (see versatil.sweep.compress).",
+        description="After the sweep: compress its winners to INT8 (as `compress` does).",
     )
 
     @pydantic.field_validator("name", mode="after")
