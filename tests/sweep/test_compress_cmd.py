@@ -247,9 +247,11 @@ def test_a_user_task_sweep_file_compresses_its_best_trial(ray_cluster, tmp_path,
     # Then the other trial, by id, with the named backend, from the embedded store.
     other = next(r for r in report.rows if r.trial_id != best.trial_id)
     argv = ["compress", "int8-user", "--trial", other.trial_id, "--backend", "torch.ao"]
-    code, out, err = cli(capsys, [*argv, "--storage-path", str(tmp_path / "runs")])
+    argv += ["--storage-path", str(tmp_path / "runs"), "--output", str(tmp_path / "int8")]
+    code, out, err = cli(capsys, argv)
     assert (code, err) == (0, ""), err
     assert f"{other.trial_id}: torch.ao, val_accuracy " in out
+    assert (tmp_path / "int8" / f"{other.trial_id}-int8" / "last.ckpt").is_file()
     runs = {r.trial_id: r for r in load_report(report.context.tracking_uri, "int8-user").int8}
     assert set(runs) == {best.trial_id, other.trial_id}
     run = client.get_run(runs[other.trial_id].run_id)
