@@ -16,6 +16,7 @@ from typing import Any, Literal
 import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error, did_you_mean
+from versatil.sweep.post_training import PostTrainingSection
 from versatil.sweep.sweep_file import check_plain_data, parse_yaml, read_text
 from versatil.training.constants import PrecisionType
 from versatil.training.settings import (
@@ -318,6 +319,10 @@ class SweepConfig(pydantic.BaseModel):
     trainer: TrainerSection = pydantic.Field(default_factory=TrainerSection)
     storage_path: str = pydantic.Field("runs/sweeps", description="Where Tune keeps results.")
     mlflow: MlflowSection = pydantic.Field(default_factory=MlflowSection)
+    post_training: PostTrainingSection = pydantic.Field(
+        default_factory=PostTrainingSection,
+        description="After the sweep: compress its winners to INT8 (as `compress` does).",
+    )
 
     @pydantic.field_validator("name", mode="after")
     @classmethod

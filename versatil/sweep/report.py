@@ -15,6 +15,7 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
+from versatil.sweep.int8_runs import INT8_LEGEND, Int8Row, int8_rows, int8_table
 from versatil.sweep.summary import (
     SETTINGS_COLUMNS,
     THROUGHPUT_COLUMNS,
@@ -45,6 +46,7 @@ class SweepReport:
         self.mode = mode
         self.rows = rows
         self.marks = summary_marks(rows, mode)
+        self.int8: list[Int8Row] = []  # the INT8 runs of `compress`, one per trial
 
 
 def _number(text: str) -> Any:
@@ -117,7 +119,9 @@ def load_report(
             )
         )
     rows.sort(key=lambda r: r.trial_id)
-    return SweepReport(context, parent.data.tags.get("versatil.mode", "min"), rows)
+    report = SweepReport(context, parent.data.tags.get("versatil.mode", "min"), rows)
+    report.int8 = int8_rows(client, context)
+    return report
 
 
 def _records(report: SweepReport) -> list[dict[str, Any]]:
@@ -142,7 +146,8 @@ def render(report: SweepReport, fmt: str) -> str:
         legend = (
             "\n\n* best trial, P other trials on the Pareto front (objective vs samples_per_sec)"
         )
-        return summary_table(report.rows, report.context.objective, report.marks) + legend
+        table = summary_table(report.rows, report.context.objective, report.marks) + legend
+        return table + _int8_section(report, fmt)
     records = _records(report)
     if fmt == "json":
         return json.dumps(records, indent=2, default=str)
@@ -154,7 +159,15 @@ def render(report: SweepReport, fmt: str) -> str:
         writer.writerows(records)
         return buffer.getvalue()
     table = [[record.get(c) for c in columns] for record in records]
-    return format_table(columns, table, style="markdown", missing="")
+    return format_table(columns, table, style="markdown", missing="") + _int8_section(report, fmt)
+
+
+def _int8_section(report: SweepReport, fmt: str) -> str:
+    """The INT8 runs' table under the trials' (empty when none was compressed)."""
+    if not report.int8:
+        return ""
+    table = int8_table(report.int8, report.context.objective, fmt)
+    return f"\n\n{table}\n\n{INT8_LEGEND}"
 
 
 def write_plots(report: SweepReport, directory: Path) -> list[Path]:
