@@ -71,3 +71,27 @@ def test_the_baseline_itself_and_a_max_objective():
 def test_nothing_finished():
     verdict = make_verdict([ROWS[-1]], "val_loss", "min")
     assert verdict.recommended is None and "nothing to recommend" in verdict.text
+
+
+def test_changes_read_as_percentages():
+    from versatil.sweep.verdict import percent
+
+    assert [percent(c) for c in (0.3, 0.004, 0.0018, -5.2e-8, 0.0)] == [
+        "+30.0%",
+        "+0.4%",
+        "+0.18%",
+        "-0.00%",
+        "+0.00%",
+    ]
+
+
+def test_the_recommended_trial_names_the_other_axes_that_vary():
+    rows = [
+        row("a", "32", "none", 0.2, 100.0),
+        row("b", "bf16-mixed", "none", 0.2, 200.0),
+        row("c", "bf16-mixed", "none", 0.3, 300.0),
+    ]
+    for r, lr in zip(rows, (0.01, 0.01, 0.1), strict=True):
+        r.axes.update(lr=lr, depth=2)
+    verdict = make_verdict(rows, "val_loss", "min")
+    assert verdict.text.startswith("Recommended: bf16-mixed + eager (lr=0.01) trains 2.00x")

@@ -165,7 +165,6 @@ def main(argv: list[str] | None = None) -> int:
         f"mlflow: experiment {config.experiment_name!r}, parent run "
         f"{outcome.tracking.parent_run_id} at {outcome.tracking.tracking_uri}"
     )
-    print(f"\n{report.judgement.verdict.text}")  # the answer, last
     return 0
 
 

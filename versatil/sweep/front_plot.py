@@ -92,6 +92,7 @@ def plot_front(
         axis.scatter([], [], color="tab:gray", label="dominated")
         axis.legend(fontsize=8)
         axis.grid(alpha=0.3)
+        axis.margins(x=0.15, y=0.1)  # room for the labels
     left = len(ranking.left_out)
     note = f"; {left} unfinished trial(s) left out" if left else ""
     figure.suptitle(f"Pareto front: {len(front)} of {len(ranking.order)} finished trials{note}")

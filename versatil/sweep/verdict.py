@@ -121,9 +121,17 @@ def _change(value: float, reference: float) -> float | None:
     return None if reference == 0 else (value - reference) / abs(reference)
 
 
+def percent(change: float) -> str:
+    """A relative change as a signed percentage: ``+30.0%``, ``+0.4%``, ``+0.18%``, ``-0.00%``."""
+    value = 100 * change
+    if abs(value) >= 1:
+        return f"{value:+.1f}%"
+    return f"{value:+.2g}%" if abs(value) >= 0.01 else f"{value:+.2f}%"
+
+
 def _change_text(metric: str, value: float, reference: float) -> str:
     change = _change(value, reference)
-    return f"{metric} {value - reference:+.4g}" if change is None else f"{metric} {change:+.1%}"
+    return f"{metric} {value - reference:+.4g}" if change is None else f"{metric} {percent(change)}"
 
 
 def _speed_text(speedup: float, than: str) -> str:
@@ -173,10 +181,11 @@ def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float =
     good = [r for r in finished if sign * (r.metrics[metric] - best) <= margin]
     chosen = min(good, key=lambda r: (-r.metrics[THROUGHPUT], sign * r.metrics[metric], r.trial_id))
     label = setting_label(setting_of(chosen.axes), show_matmul)
+    varied = {k for r in rows for k in r.axes if len({repr(o.axes.get(k)) for o in rows}) > 1}
     others = ", ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
         for k, v in chosen.axes.items()
-        if k not in _DEFAULTS
+        if k not in _DEFAULTS and k in varied
     )
     name = f"{label} ({others})" if others else label
     within = (
@@ -225,7 +234,7 @@ def verdict_table(verdict: Verdict) -> str:
             round(s.samples_per_sec, 1),
             f"{s.speedup:.2f}x",
             s.objective,
-            "n/a" if s.change is None else f"{s.change:+.1%}",
+            "n/a" if s.change is None else percent(s.change),
             s.trials,
         ]
         for s in verdict.settings
