@@ -14,7 +14,13 @@ from versatil.sweep.shipped import resolve_config, shipped_sweeps
 from versatil.sweep.space import expand_trials
 
 SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
-EXPECTED_TRIALS = {"quickstart": 24, "precision_matrix": 90, "asha_lr": 16, "pbt": 4}
+EXPECTED_TRIALS = {
+    "quickstart": 24,
+    "precision_matrix": 90,
+    "asha_lr": 16,
+    "pbt": 4,
+    "frontier": 8,
+}
 
 
 def test_the_shipped_sweeps_are_all_here():
@@ -30,6 +36,8 @@ def test_shipped_sweep_validates_and_dry_runs(path, capsys):
     out = capsys.readouterr().out
     assert f"sweep {path.stem!r}: {EXPECTED_TRIALS[path.stem]} trials" in out
     assert out.rstrip().endswith("nothing started")
+    if config.objective.is_multi:
+        assert "objectives, ranked as a Pareto set: val_loss (min), samples_per_sec (max)" in out
 
 
 def test_enum_axis_forms():
@@ -151,7 +159,7 @@ def test_an_unknown_config_name_lists_the_shipped_sweeps(tmp_path, monkeypatch):
         resolve_config("asha")
     assert str(error.value) == (
         "--config: 'asha' is neither a sweep file nor a shipped sweep; "
-        "shipped sweeps: asha_lr, pbt, precision_matrix, quickstart"
+        "shipped sweeps: asha_lr, frontier, pbt, precision_matrix, quickstart"
     )
     with pytest.raises(ConfigError, match=r"^--config: sweep file 'no/such\.yaml' does not exist$"):
         resolve_config("no/such.yaml")
