@@ -126,3 +126,40 @@ def test_front_tags_and_verdict_match_the_runs(ray_cluster, mlflow_server, tmp_p
     assert plot.name == "pareto_front.png" and plot.stat().st_size > 10_000
     logged = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert "report/pareto_front.png" in logged
+
+
+def test_optuna_samples_several_objectives_and_asha_stops_on_one(ray_cluster, sweep_config):
+    from ray.tune.search.optuna import OptunaSearch
+
+    from versatil.sweep.runner import _make_scheduler, _make_searcher, run_sweep
+
+    config = sweep_config(
+        name="multi-optuna",
+        objective={"metrics": OBJECTIVES},
+        space={"precision": ["32", "bf16-mixed"], "lr": {"loguniform": [1e-5, 1e-2]}},
+        search={"algorithm": "optuna", "num_samples": 4, "seed": 0},
+        scheduler={"type": "asha", "metric": "val_loss", "grace_period": 1},
+        trainer={"max_epochs": 3, "accelerator": "cpu"},
+    )
+    searcher = _make_searcher(config)
+    assert isinstance(searcher, OptunaSearch)
+    assert (searcher.metric, searcher.mode) == (["val_loss", "samples_per_sec"], ["min", "max"])
+    scheduler = _make_scheduler(config)
+    assert (scheduler.metric, scheduler._mode) == ("val_loss", "min")
+
+    outcome = run_sweep(config, stream=io.StringIO())
+    assert len(outcome.rows) == 4 and len({r.axes["lr"] for r in outcome.rows}) == 4
+    completed = {r.trial_id for r in outcome.rows if r.status == "completed"}
+    stopped = {r.trial_id for r in outcome.rows if r.status == "stopped"}
+    assert completed | stopped == {r.trial_id for r in outcome.rows}
+    ranking = outcome.judgement.ranking
+    # Only finished trials are ranked; a trial ASHA stopped is left out, and says why.
+    assert set(ranking.order) == completed
+    assert {t for t, why in ranking.left_out.items() if why.startswith("stopped early")} == stopped
+    assert outcome.best is None or outcome.best.trial_id in ranking.front
+    client = MlflowClient(outcome.tracking.tracking_uri)
+    tags = {
+        r.data.tags["versatil.trial_id"]: r.data.tags for r in child_runs(client, outcome.tracking)
+    }
+    assert {t for t, tag in tags.items() if tag["versatil.pareto"] == "true"} == set(ranking.front)
+    assert all("versatil.pareto_rank" not in tags[t] for t in stopped)
