@@ -197,10 +197,7 @@ def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float =
     if is_baseline:
         than = f"eager fp32 ({ref.label})"
         if setting_of(chosen.axes) == baseline:
-            text = (
-                f"Recommended: {name}, the eager fp32 baseline itself: it is {within}; "
-                "no faster setting came as close."
-            )
+            text = f"Recommended: {name}, the eager fp32 baseline itself: it is {within}."
         else:
             text = f"Recommended: {name} {_speed_text(ratio, than)} at {change}; it is {within}."
     else:
