@@ -28,7 +28,15 @@ def ray_cluster():
         initialize_head=True,
         head_node_args={"num_cpus": 0, "include_dashboard": False},
     )
-    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+    # Each node compiles into its own inductor cache, as separate machines would: only the
+    # sweep's storage path connects them.
+    workers = [
+        cluster.add_node(
+            num_cpus=1,
+            env_vars={"TORCHINDUCTOR_CACHE_DIR": os.path.join(os.environ["RAY_TMPDIR"], f"ind{i}")},
+        )
+        for i in range(2)
+    ]
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, include_dashboard=False, logging_level="WARNING")
     yield cluster

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from versatil.errors import ConfigError, describe_yaml_error
+from versatil.errors import ConfigError, ServiceError, describe_yaml_error
 
 __all__ = ["parse_assignment", "quiet_libraries", "run_cli", "run_main"]
 
@@ -52,7 +52,8 @@ def quiet_libraries() -> None:
 def run_main(main: Callable[[list[str]], int], argv: list[str]) -> int:
     """Runs ``main(argv)`` and returns the exit status the command ends with.
 
-    Bad input prints one paragraph, ``error: ...``, to stderr and returns 2; argparse's
+    Bad input prints one paragraph, ``error: ...``, to stderr and returns 2 (1 for a
+    service that would not start, :class:`ServiceError`); argparse's
     own errors (also status 2) and ``--help`` (status 0) are returned, not raised.
     """
     try:
@@ -60,6 +61,9 @@ def run_main(main: Callable[[list[str]], int], argv: list[str]) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except ServiceError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except SystemExit as exit_:
         code = exit_.code
         if code is None or isinstance(code, int):

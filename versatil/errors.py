@@ -1,4 +1,4 @@
-"""The one error type users see for bad input, and its formatting of pydantic errors."""
+"""The errors users see (bad input; a service that would not start), and their formatting."""
 
 from __future__ import annotations
 
@@ -8,11 +8,21 @@ if TYPE_CHECKING:
     import pydantic
     import yaml
 
-__all__ = ["ConfigError", "describe_validation_error", "describe_yaml_error", "did_you_mean"]
+__all__ = [
+    "ConfigError",
+    "ServiceError",
+    "describe_validation_error",
+    "describe_yaml_error",
+    "did_you_mean",
+]
 
 
 class ConfigError(ValueError):
     """Bad user input: the message names each bad field, its value and the valid choices."""
+
+
+class ServiceError(RuntimeError):
+    """A service the command needs did not start or answer; the message says what to do."""
 
 
 def did_you_mean(value: str, choices: list[str]) -> str:

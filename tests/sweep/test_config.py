@@ -232,7 +232,8 @@ def test_an_unknown_field_lists_the_fields_of_its_own_section():
     with pytest.raises(ConfigError) as error:
         validate_sweep({"name": "x", "trainer": {"max_epoch": 2}})
     assert str(error.value) == (
-        "sweep: trainer.max_epoch: unknown field; valid fields: max_epochs, accelerator, seed"
+        "sweep: trainer.max_epoch: unknown field; valid fields: max_epochs, accelerator, seed, "
+        "compile_cache"
     )
 
 

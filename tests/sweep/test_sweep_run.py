@@ -145,3 +145,37 @@ def test_workers_per_trial_runs_data_parallel_on_gloo_and_resumes(ray_cluster, s
     # Rank 0's checkpoint of the resumed epoch is the trial's checkpoint in Tune.
     checkpoint = torch.load(Path(row.checkpoint) / "last.ckpt", weights_only=False)
     assert checkpoint["epoch"] == 1
+
+
+def test_each_graph_compiles_once_per_cluster(ray_cluster, sweep_config):
+    # Four compiled trials of one graph (the learning rate is not part of it), two at a
+    # time on two nodes with separate inductor caches: one trial compiles and publishes,
+    # every other one loads its graphs from the sweep's storage.
+    config = sweep_config(
+        space={"compile_mode": ["default"], "lr": {"grid": [0.001, 0.002, 0.003, 0.004]}},
+        trainer={"max_epochs": 1, "accelerator": "cpu"},
+    )
+    outcome, _ = run(config)
+    rows = outcome.rows
+    assert [r.status for r in rows] == ["completed"] * 4
+    published = [r for r in rows if r.metrics["compile/cache_published"] == 1.0]
+    loaded = [r for r in rows if r.metrics["compile/cache_loaded"] == 1.0]
+    assert len(published) == 1 and len(loaded) == 3
+    assert published[0].metrics["compile/fxgraph_cache_misses"] > 0
+    for row in loaded:
+        assert row.metrics["compile/fxgraph_cache_misses"] == 0
+        assert row.metrics["compile/fxgraph_cache_hits"] > 0
+    assert len({r.metrics["node_id"] for r in rows}) == 2
+    assert len(list(config.compile_cache_dir().glob("*.bundle"))) == 1
+
+    # Switched off, nothing is shared: every trial compiles (on its node) by itself.
+    off = sweep_config(
+        name="off",
+        space={"compile_mode": ["default"], "lr": {"grid": [0.001, 0.002]}},
+        trainer={"max_epochs": 1, "accelerator": "cpu", "compile_cache": False},
+        storage_path=str(config.storage_dir().parent / "off"),
+    )
+    outcome, _ = run(off)
+    for row in outcome.rows:
+        assert "compile/cache_loaded" not in row.metrics
+    assert not off.compile_cache_dir().exists()

@@ -33,14 +33,20 @@ def build_report_parser() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m versatil.sweep``; its help ends with ``report``'s."""
+    """The parser of ``python -m versatil.sweep``; its help ends with the subcommands'."""
+    from versatil.sweep.compress_cmd import build_compress_parser
+
     report_help = build_report_parser().format_help()
+    compress_help = build_compress_parser().format_help()
     parser = argparse.ArgumentParser(
         prog="python -m versatil.sweep",
         description="Sweep precision, compile mode, matmul precision and params with Ray Tune.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="subcommand:\n  report   compare a finished sweep's trials (read from MLflow)\n\n"
-        + "\n".join(f"  {line}".rstrip() for line in report_help.splitlines()),
+        epilog="subcommands:\n  report   compare a finished sweep's trials (read from MLflow)\n"
+        "  compress INT8-quantize a sweep's winners, logged beside their trials\n\n"
+        + "\n".join(f"  {line}".rstrip() for line in report_help.splitlines())
+        + "\n\n"
+        + "\n".join(f"  {line}".rstrip() for line in compress_help.splitlines()),
     )
     parser.add_argument(
         "--config",
@@ -118,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["report"]:
         return report_main(argv[1:])
+    if argv[:1] == ["compress"]:
+        from versatil.sweep.compress_cmd import compress_main
+
+        return compress_main(argv[1:])
     args = parse_args(argv)
     from versatil.sweep.config import load_sweep
 
@@ -136,8 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     outcome = run_sweep(
         config, address=args.address, resume=args.resume, tracking_uri=args.tracking_uri
     )
-    # The summary is the report: read back from MLflow, with the same table and plots.
     tracking = outcome.tracking
+    from versatil.sweep.compress_cmd import compress_after_sweep
+
+    compressed = compress_after_sweep(config, outcome)
+    # The summary is the report: read back from MLflow, with the same table and plots.
     report = load_report(tracking.tracking_uri, config.experiment_name, tracking.parent_run_id)
     print()
     print(render(report, "table"))
@@ -165,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         f"mlflow: experiment {config.experiment_name!r}, parent run "
         f"{outcome.tracking.parent_run_id} at {outcome.tracking.tracking_uri}"
     )
+    if compressed is not None and compressed.failed:
+        for trial, reason in compressed.failed:
+            print(f"error: {trial} was not compressed: {reason}", file=sys.stderr)
+        return 1
     return 0
 
 

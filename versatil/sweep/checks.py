@@ -1,4 +1,4 @@
-"""Checks of a sweep against its task, before Ray starts.
+"""Checks of a sweep against its task and its storage path, before Ray starts.
 
 The sweep file's schema is checked when it loads (:mod:`versatil.sweep.config`); what
 needs the task is checked here: the names and values of its params, when the task's
@@ -9,6 +9,8 @@ only when the factory rejects or ignores it inside a trial.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -19,7 +21,7 @@ from versatil.sweep.result_keys import BOOKKEEPING
 from versatil.sweep.summary import THROUGHPUT_COLUMNS
 from versatil.training.tasks import params_model_for
 
-__all__ = ["check_objectives", "check_task"]
+__all__ = ["check_objectives", "check_storage", "check_task"]
 
 
 def _samples(axis: Any) -> list[Any]:
@@ -106,3 +108,28 @@ def _value_errors(
             if only is None or line.startswith(f"{only}:")
         ]
     return []
+
+
+def check_storage(config: SweepConfig) -> Path:
+    """Creates the storage path and proves it writable, before anything starts.
+
+    Returns:
+        The absolute storage path.
+
+    Raises:
+        ConfigError: naming ``storage_path``, its value and why it cannot be written.
+    """
+    storage = config.storage_dir()
+    probe = storage / f".versatil-write-check-{os.getpid()}"
+    try:
+        storage.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise ConfigError(
+            f"storage_path: {config.storage_path!r} cannot be written ({reason}: "
+            f"{error.filename or storage}); choose a directory this user can create and "
+            "write (every Ray node must reach it), e.g. storage_path: runs/sweeps"
+        ) from None
+    return storage

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error, did_you_mean
+from versatil.sweep.post_training import PostTrainingSection
 from versatil.sweep.sweep_file import check_plain_data, parse_yaml, read_text
 from versatil.training.constants import PrecisionType
 from versatil.training.settings import (
@@ -298,6 +299,10 @@ class TrainerSection(pydantic.BaseModel):
         "auto", description="Lightning accelerator: auto, cpu, gpu, cuda, mps or tpu."
     )
     seed: int = pydantic.Field(0, description="Seed of every trial's fit.")
+    compile_cache: bool = pydantic.Field(
+        True,
+        description="Compiled trials share their compiled graphs through the storage path.",
+    )
 
     @pydantic.field_validator("accelerator", mode="before")
     @classmethod
@@ -350,9 +355,18 @@ class SweepConfig(pydantic.BaseModel):
         None, ge=1, description="Trials at once; default: as many as resources allow."
     )
     max_failures: int = pydantic.Field(1, ge=0, description="Retries of a trial that crashes.")
+    on_unreadable_checkpoint: Literal["previous", "restart", "fail"] = pydantic.Field(
+        "previous",
+        description="A restored trial whose newest checkpoint cannot be read resumes from "
+        "its newest readable earlier one (previous), starts over (restart), or fails.",
+    )
     trainer: TrainerSection = pydantic.Field(default_factory=TrainerSection)
     storage_path: str = pydantic.Field("runs/sweeps", description="Where Tune keeps results.")
     mlflow: MlflowSection = pydantic.Field(default_factory=MlflowSection)
+    post_training: PostTrainingSection = pydantic.Field(
+        default_factory=PostTrainingSection,
+        description="After the sweep: compress its winners to INT8 (as `compress` does).",
+    )
 
     @pydantic.field_validator("name", mode="after")
     @classmethod
@@ -439,6 +453,10 @@ class SweepConfig(pydantic.BaseModel):
     def storage_dir(self) -> Path:
         """The absolute storage path (Ray needs one)."""
         return Path(self.storage_path).expanduser().resolve()
+
+    def compile_cache_dir(self) -> Path:
+        """Where compiled trials share their compiled graphs: under the storage path."""
+        return self.storage_dir() / ".compile_cache"
 
 
 def _is_grid(axis: Any) -> bool:

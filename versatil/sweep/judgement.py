@@ -98,13 +98,21 @@ def _legend(judgement: Judgement) -> str:
     return "\n".join(lines)
 
 
-def summary_text(rows: Sequence[TrialRow], judgement: Judgement) -> str:
-    """The table, its legend, each setting's speed, and the verdict last."""
+def summary_text(
+    rows: Sequence[TrialRow], judgement: Judgement, sections: Sequence[str] = ()
+) -> str:
+    """The table, its legend, further ``sections`` (empty ones skipped), speeds, the verdict.
+
+    Args:
+        rows: The trials.
+        judgement: What :func:`judge` made of them.
+        sections: Text blocks shown after the legend, e.g. the INT8 runs of the trials.
+    """
     metric = judgement.objectives[0][0]
     ranks = judgement.ranking.rank if judgement.ranking is not None else None
     others = [m for m, _ in judgement.objectives[1:]]
     table = summary_table(rows, metric, judgement.marks, other_objectives=others, ranks=ranks)
-    parts = [table, _legend(judgement)]
+    parts = [table, _legend(judgement), *(s for s in sections if s)]
     speeds = verdict_table(judgement.verdict)
     if speeds:
         parts.append(speeds)

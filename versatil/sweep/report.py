@@ -17,6 +17,7 @@ from typing import Any
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
 from versatil.sweep.front_plot import ExtraPoint, plot_front
+from versatil.sweep.int8_runs import INT8_LEGEND, Int8Row, int8_rows, int8_table
 from versatil.sweep.judgement import judge, summary_text
 from versatil.sweep.summary import SETTINGS_COLUMNS, THROUGHPUT_COLUMNS, TrialRow
 from versatil.sweep.tracking import (
@@ -62,6 +63,7 @@ class SweepReport:
         self.objectives = objectives or [(context.objective, mode)]
         self.judgement = judge(rows, self.objectives, tolerance)
         self.marks = self.judgement.marks
+        self.int8: list[Int8Row] = []  # the INT8 runs of `compress`, one per trial
 
 
 def _number(text: str) -> Any:
@@ -138,7 +140,9 @@ def load_report(
     mode = tags.get("versatil.mode", "min")
     objectives = [tuple(o) for o in json.loads(tags.get(OBJECTIVES_TAG, "[]"))]
     tolerance = float(tags.get(TOLERANCE_TAG, 0.01))
-    return SweepReport(context, mode, rows, objectives or None, tolerance)
+    report = SweepReport(context, mode, rows, objectives or None, tolerance)
+    report.int8 = int8_rows(client, context)
+    return report
 
 
 def _records(report: SweepReport) -> list[dict[str, Any]]:
@@ -164,7 +168,7 @@ def _records(report: SweepReport) -> list[dict[str, Any]]:
 def render(report: SweepReport, fmt: str) -> str:
     """The report as text in one of :data:`FORMATS`."""
     if fmt == "table":
-        return summary_text(report.rows, report.judgement)
+        return summary_text(report.rows, report.judgement, [_int8_section(report, fmt)])
     records = _records(report)
     if fmt == "json":
         return json.dumps(records, indent=2, default=str)
@@ -177,11 +181,21 @@ def render(report: SweepReport, fmt: str) -> str:
         return buffer.getvalue()
     table = [[record.get(c) for c in columns] for record in records]
     markdown = format_table(columns, table, style="markdown", missing="")
+    if report.int8:
+        markdown += "\n\n" + _int8_section(report, fmt)
     verdict = report.judgement.verdict
     speeds = verdict_table(verdict)
     if speeds:
         markdown += "\n\n```\n" + speeds + "\n```"
     return markdown + "\n\n" + verdict.text + "\n"
+
+
+def _int8_section(report: SweepReport, fmt: str) -> str:
+    """The INT8 runs' table and legend (empty when none was compressed)."""
+    if not report.int8:
+        return ""
+    table = int8_table(report.int8, report.context.objective, fmt)
+    return f"{table}\n\n{INT8_LEGEND}"
 
 
 def write_plots(

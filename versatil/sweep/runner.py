@@ -17,9 +17,9 @@ from typing import Any, TextIO
 
 import yaml
 
-from versatil.errors import ConfigError
+from versatil.errors import ConfigError, ServiceError
 from versatil.status import TrialStatus
-from versatil.sweep.checks import check_task
+from versatil.sweep.checks import check_storage, check_task
 from versatil.sweep.config import NumericAxis, SweepConfig
 from versatil.sweep.judgement import VERDICT_TAG, Judgement, judge, summary_text
 from versatil.sweep.result_keys import OBJECTIVE_MISSING, REASON, STATUS
@@ -76,6 +76,20 @@ def connect_ray(address: str | None) -> None:
             f"--address: cannot reach a Ray cluster at {address!r} ({error}); "
             "start one with `ray start --head` or omit --address to run locally"
         ) from None
+    except Exception as error:  # Ray raises a bare Exception when its node starts slowly
+        if address is not None:
+            raise
+        # A local Ray waits 30 s for its raylet; a loaded machine can miss that once.
+        ray.shutdown()
+        try:
+            ray.init(include_dashboard=False, logging_level=logging.WARNING, configure_logging=True)
+        except Exception as again:
+            ray.shutdown()
+            raise ServiceError(
+                f"a local Ray did not start, twice ({again}; first: {error}); "
+                "the machine may be overloaded: retry when it is less busy, or start Ray "
+                "yourself with `ray start --head` and pass --address auto"
+            ) from None
 
 
 # Registries of lazy imports: a sweep that uses FIFO never imports optuna.
@@ -263,8 +277,7 @@ def run_sweep(
     # Tune's default TensorBoard logger imports torch into the driver (3 s) and duplicates
     # MLflow; its CSV and JSON loggers (progress.csv, result.json) are added below.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-    storage = config.storage_dir()
-    storage.mkdir(parents=True, exist_ok=True)
+    storage = check_storage(config)  # unwritable: one clear error before Ray starts
     if resume:
         previous = [d for d in experiment_dirs(config) if tune.Tuner.can_restore(d)]
         if not previous:
@@ -299,7 +312,12 @@ def run_sweep(
     # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
     distributed = resources.workers_per_trial > 1
     trainable = tune.with_resources(
-        tune.with_parameters(run_trial, sweep=config),
+        tune.with_parameters(
+            run_trial,
+            sweep=config,
+            # On the storage path every node shares: each graph compiles once per cluster.
+            compile_cache=str(config.compile_cache_dir()) if config.trainer.compile_cache else None,
+        ),
         {"cpu": 0.01} if distributed else {"cpu": resources.cpu, "gpu": resources.gpu},
     )
     progress = ProgressPrinter(config, stream)

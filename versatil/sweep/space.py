@@ -62,7 +62,9 @@ def expand_trials(config: SweepConfig) -> list[dict[str, Any]]:
     """The trials a sweep will run, for ``--dry-run``; needs no Ray.
 
     Grid sweeps expand to the exact cross product of their grid axes (enum axes and
-    ``grid`` numeric axes), times ``num_samples``; sampled axes show their distribution.
+    ``grid`` numeric axes), times ``num_samples``, in the order Tune starts them (its
+    variant generator varies the alphabetically first axis fastest); sampled axes show
+    their distribution.
     Random and Optuna sweeps show ``num_samples`` draws (seeded); Optuna's own choices
     adapt to results, so its draws are indicative.
     """
@@ -74,10 +76,12 @@ def expand_trials(config: SweepConfig) -> list[dict[str, Any]]:
             grid_axes[name] = list(axis)
         elif isinstance(axis, NumericAxis) and axis.kind == "grid":
             grid_axes[name] = list(axis.args)
+    # Tune's order: grid axes sorted by name, the first name varying fastest.
+    names = sorted(grid_axes, reverse=True)
     trials = []
     for _ in range(config.search.num_samples):
-        for combo in itertools.product(*grid_axes.values()) if grid_axes else [()]:
-            chosen = dict(zip(grid_axes, combo, strict=True))
+        for combo in itertools.product(*(grid_axes[n] for n in names)) if names else [()]:
+            chosen = dict(zip(names, combo, strict=True))
             trial = {}
             for name, axis in config.space.items():
                 if name in chosen:

@@ -6,7 +6,6 @@ stays light; with actor reuse each worker process pays those imports once.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -14,37 +13,49 @@ from typing import Any
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
 from versatil.sweep.config import SweepConfig
+from versatil.sweep.restore import Restored
 from versatil.sweep.trial_config import train_config_for
-from versatil.sweep.trial_results import end_result, epoch_result, missing_objective, process_facts
+from versatil.sweep.trial_results import (
+    end_result,
+    epoch_result,
+    missing_objective,
+    out_of_memory_reason,
+    process_facts,
+)
 
 __all__ = ["run_trial"]
 
 
-def _restore(trial_dir: Path) -> Path | None:
-    """Copies the checkpoint Tune restores this trial from (if any) into the trial dir."""
+def _restore(trial_dir: Path, policy: str) -> Restored:
+    """The checkpoint Tune restores this trial from (if any), copied into the trial dir."""
     from ray import tune
+
+    from versatil.sweep.restore import restore_checkpoint
 
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
-        return None
-    restored = trial_dir / "restored"
-    shutil.rmtree(restored, ignore_errors=True)
-    with checkpoint.as_directory() as directory:
-        shutil.copytree(directory, restored)
-    return restored / "last.ckpt"
+        return Restored(None)
+    return restore_checkpoint(Path(checkpoint.path), trial_dir / "restored", policy)
 
 
-def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
+def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | None = None) -> None:
     """Runs one trial inside a Tune worker; reports every epoch with its checkpoint.
 
     Infeasible settings end the trial with one result whose status is ``infeasible`` and
     whose reason says why; the sweep goes on. With ``resources.workers_per_trial > 1``
     the fit runs data-parallel across Ray Train workers instead. The driver logs every
     result to MLflow; the worker never talks to the tracking server.
+
+    Args:
+        axes: The trial's point in the sweep's space.
+        sweep: The sweep.
+        compile_cache: The directory where compiled trials share their compiled graphs
+            (see :mod:`versatil.training.compile_cache`); ``None`` compiles every trial.
     """
     from ray import tune
 
     from versatil.cli_common import quiet_libraries
+    from versatil.training.compile_cache import CompileCache
     from versatil.training.fit import InfeasibleError, train
     from versatil.training.in_effect import SettingsNotInEffectError
 
@@ -61,7 +72,12 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
         return
     trial_dir = Path(tune.get_context().get_trial_dir())
     checkpoint_dir = trial_dir / "checkpoint"
-    ckpt_path = _restore(trial_dir)
+    try:
+        restored = _restore(trial_dir, sweep.on_unreadable_checkpoint)
+    except ConfigError as error:
+        tune.report({**end_result(sweep, TrialStatus.FAILED, str(error)), **process_facts()})
+        return
+    ckpt_path = restored.ckpt_path
     resumed = ckpt_path is not None  # restored by Tune: a retry, a resume or a PBT exploit
     fit_start = time.perf_counter()
 
@@ -72,6 +88,8 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
             tune.report({**failed, **process_facts()})
             return
         result = epoch_result(trainer, metrics, fit_start, resumed)
+        if restored.skipped:
+            result["checkpoint/unreadable_skipped"] = len(restored.skipped)
         tune.report(result, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
 
     # The params PBT mutates: after an exploit, the optimizer takes the values the task
@@ -84,6 +102,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
             on_epoch_end=report,
             ckpt_path=ckpt_path,
             optimizer_keys=tuple(mutated),
+            compile_cache=CompileCache(Path(compile_cache)) if compile_cache else None,
         )
     except (ConfigError, SettingsNotInEffectError) as error:
         # Bad task params, or a setting observed not in effect: a retry would fail the
@@ -91,3 +110,23 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig) -> None:
         tune.report({**end_result(sweep, TrialStatus.FAILED, str(error)), **process_facts()})
     except InfeasibleError as error:
         tune.report({**end_result(sweep, TrialStatus.INFEASIBLE, error.reason), **process_facts()})
+    except (RuntimeError, MemoryError) as error:
+        # Out of memory: the trial fails with that reason and the sweep goes on; a retry
+        # would run the same settings into the same wall.
+        reason = out_of_memory_reason(error)
+        if reason is None:
+            raise
+        error.__traceback__ = None  # its frames hold the fit's tensors
+        _release_memory()
+        tune.report({**end_result(sweep, TrialStatus.FAILED, reason), **process_facts()})
+
+
+def _release_memory() -> None:
+    """Returns what a failed fit held, so that the worker's next trial starts clean."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

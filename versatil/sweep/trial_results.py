@@ -15,7 +15,13 @@ from versatil.sweep.config import SweepConfig
 from versatil.sweep.result_keys import HPARAMS, OBJECTIVE_MISSING, REASON, STATUS, flatten
 from versatil.sweep.trial_config import worst_value
 
-__all__ = ["end_result", "epoch_result", "missing_objective", "process_facts"]
+__all__ = [
+    "end_result",
+    "epoch_result",
+    "missing_objective",
+    "out_of_memory_reason",
+    "process_facts",
+]
 
 
 def process_facts() -> dict[str, Any]:
@@ -90,3 +96,26 @@ def end_result(sweep: SweepConfig, status: TrialStatus, reason: str) -> dict[str
         STATUS: status,
         REASON: reason,
     }
+
+
+_OOM_MESSAGES = ("can't allocate memory", "out of memory")
+
+
+def out_of_memory_reason(error: BaseException) -> str | None:
+    """Why a fit ran out of memory, or ``None`` when ``error`` is something else.
+
+    CUDA raises ``torch.OutOfMemoryError``; the CPU allocator a ``RuntimeError`` saying it
+    "can't allocate memory"; Python a ``MemoryError``.
+    """
+    text = str(error).strip()
+    oom = isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError"
+    if not oom and not any(m in text.lower() for m in _OOM_MESSAGES):
+        return None
+    # Keep the allocator's sentence, not the C++ source location before it.
+    detail = text.splitlines()[0] if text else type(error).__name__
+    if "DefaultCPUAllocator:" in detail:
+        detail = detail[detail.index("DefaultCPUAllocator:") :]
+    return (
+        f"out of memory: {detail[:300]}; a smaller batch size or model, a lower precision, "
+        "or more memory per trial (resources) would fit"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import math
@@ -15,6 +16,7 @@ import torch
 
 from versatil.status import TrialStatus
 from versatil.training.checkpoint import CheckpointDirWriter
+from versatil.training.compile_cache import CompileCache, CompileCacheSession
 from versatil.training.compile_health import COMPILE_LOG, compile_logs_to
 from versatil.training.config import TrainConfig
 from versatil.training.in_effect import SettingsNotInEffectError, SettingsProbe
@@ -192,7 +194,9 @@ class _EpochEndHook(L.Callback):
         optimizer: OptimizerHparams,
         probe: SettingsProbe,
         hook: EpochEnd | None,
+        cache: CompileCacheSession | None = None,
     ) -> None:
+        self.cache = cache
         self.monitor = monitor
         self.optimizer = optimizer
         self.probe = probe
@@ -205,6 +209,8 @@ class _EpochEndHook(L.Callback):
         metrics.update(self.monitor.epoch_metrics)
         metrics.update(self.optimizer.epoch_metrics())
         metrics.update(self.probe.epoch_metrics)
+        if self.cache is not None:
+            metrics.update(self.cache.epoch_metrics)
         if self.probe.fell_back_to_eager:
             metrics.pop("compile_time_s", None)  # nothing was compiled: not a compiled trial
         metrics["epoch"] = trainer.current_epoch
@@ -251,6 +257,7 @@ def train(
     optimizer_keys: Collection[str] = (),
     warmup_steps: int = 2,
     compile_log: Path | None = None,
+    compile_cache: CompileCache | None = None,
     **trainer_overrides: Any,
 ) -> TrainResult:
     """Trains ``config`` and writes its checkpoint directory after every epoch.
@@ -298,16 +305,26 @@ def train(
     )
     hparams = OptimizerHparams(optimizer_keys)
     probe = SettingsProbe(settings, compile_targets(model))
-    # Order matters: measure and check, write the checkpoint, then report it.
-    epoch_end = _EpochEndHook(monitor, hparams, probe, on_epoch_end)
-    callbacks = [monitor, hparams, probe, CheckpointDirWriter(checkpoint_dir, config), epoch_end]
+    cache = None
+    if compile_cache is not None and settings.compile_mode is not None:
+        cache = compile_cache.session(settings, device, model)
+    # Order matters: measure and check, publish compiled graphs, write the checkpoint,
+    # then report it.
+    epoch_end = _EpochEndHook(monitor, hparams, probe, on_epoch_end, cache)
+    callbacks: list[L.Callback] = [monitor, hparams, probe]
+    callbacks += [cache] if cache is not None else []
+    callbacks += [CheckpointDirWriter(checkpoint_dir, config), epoch_end]
     trainer = build_trainer(config, callbacks, **trainer_overrides)
     log_path = compile_log or Path(checkpoint_dir) / COMPILE_LOG
     header = (
         f"--- {datetime.datetime.now().isoformat(timespec='seconds')} fit of {config.task}: "
         + " ".join(f"{k}={v}" for k, v in settings.to_config().items())
     )
-    with warnings.catch_warnings(), compile_logs_to(log_path, header):
+    with (
+        warnings.catch_warnings(),
+        compile_logs_to(log_path, header),
+        cache or contextlib.nullcontext(),
+    ):
         for pattern in _QUIET:
             warnings.filterwarnings("ignore", message=pattern)
         trainer.fit(model, datamodule=built["datamodule"], ckpt_path=ckpt_path)

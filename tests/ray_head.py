@@ -1,0 +1,125 @@
+"""Start and stop a real local Ray head with its dashboard and job server, on loopback only.
+
+The head runs as ``ray start --head --block`` in a session of its own, with its own
+``--temp-dir`` and free ports for everything it listens on, so it never meets another Ray
+on the machine. It is stopped by signalling the processes of that session, found by their
+session id: ``ray stop`` would stop every Ray on the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+RAY = [sys.executable, "-m", "ray.scripts.scripts"]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class RayHead:
+    """A running head: its ``ray start`` process, temp dir and job server address."""
+
+    process: subprocess.Popen
+    temp_dir: Path
+    dashboard: str
+    log: Path
+
+
+def start_ray_head(num_cpus: int, env: dict[str, str], timeout_s: float = 180) -> RayHead:
+    """Starts a head and waits until its job server answers.
+
+    Args:
+        num_cpus: CPUs the head offers to tasks.
+        env: The environment of the head, and so of the jobs it runs.
+        timeout_s: How long the job server may take to answer.
+
+    Raises:
+        RuntimeError: With the head's output, when it exits or does not answer in time.
+    """
+    # Ray's socket paths must stay short: not under pytest's long tmp_path.
+    temp_dir = Path(tempfile.mkdtemp(prefix="vrj-", dir="/tmp"))
+    log = temp_dir / "head.log"
+    ports = {
+        "--port": free_port(),
+        "--dashboard-port": free_port(),
+        "--ray-client-server-port": free_port(),
+        "--dashboard-agent-listen-port": free_port(),
+        "--dashboard-agent-grpc-port": free_port(),
+        "--runtime-env-agent-port": free_port(),
+        "--metrics-export-port": free_port(),
+        "--node-manager-port": free_port(),
+        "--object-manager-port": free_port(),
+    }
+    command = [
+        *RAY, "start", "--head", "--block",
+        "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
+        "--include-dashboard=true", f"--num-cpus={num_cpus}", "--num-gpus=0",
+        f"--temp-dir={temp_dir}", "--disable-usage-stats",
+        *(f"{flag}={port}" for flag, port in ports.items()),
+    ]  # fmt: skip
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    head = RayHead(process, temp_dir, f"http://127.0.0.1:{ports['--dashboard-port']}", log)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{head.dashboard}/api/version", timeout=5) as answer:
+                json.load(answer)
+            return head
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                output = log.read_text()
+                stop_ray_head(head)
+                raise RuntimeError(f"Ray head did not start:\n{output}") from None
+            time.sleep(1)
+
+
+def _session(sid: int) -> list[int]:
+    """The live (not zombie) processes of a session, read from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # pid (comm) state ppid pgrp session ...; comm may hold spaces.
+            state, _, _, session = stat.read_text().rpartition(")")[2].split()[:4]
+            if int(session) == sid and state != "Z":
+                found.append(int(stat.parent.name))
+    return found
+
+
+def stop_ray_head(head: RayHead, timeout_s: float = 30) -> None:
+    """Stops every process of the head's session (SIGTERM, then SIGKILL) and removes its files."""
+    sid = head.process.pid
+    if head.process.poll() is None:
+        head.process.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        head.process.wait(timeout=timeout_s)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _session(sid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + timeout_s
+        while _session(sid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    if head.process.poll() is None:
+        head.process.kill()
+    head.process.wait(timeout=timeout_s)
+    shutil.rmtree(head.temp_dir, ignore_errors=True)

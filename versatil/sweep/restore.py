@@ -1,0 +1,92 @@
+"""Which checkpoint a restored trial resumes from, when the newest one cannot be read.
+
+Tune restores a retried, resumed or exploited trial from its newest checkpoint. A worker
+killed while writing one, or storage that lost its tail, leaves a ``last.ckpt`` that
+cannot be read; loading it would fail the trial on every retry. :func:`restore_checkpoint`
+checks the file first and then, as the sweep's ``on_unreadable_checkpoint`` says:
+
+- ``previous`` (default): resumes from the newest earlier checkpoint of the trial that
+  can be read, else starts the trial over;
+- ``restart``: starts the trial over;
+- ``fail``: fails the trial with the message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import zipfile
+from pathlib import Path
+
+from versatil.errors import ConfigError
+from versatil.training.constants import CheckpointFilename
+
+__all__ = ["Restored", "readable", "restore_checkpoint"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """What a trial resumes from.
+
+    Attributes:
+        ckpt_path: The copied ``last.ckpt`` to resume from; ``None``: start over.
+        skipped: The unreadable checkpoints passed over, each with why.
+    """
+
+    ckpt_path: Path | None
+    skipped: tuple[str, ...] = ()
+
+
+def readable(path: Path) -> str | None:
+    """``None`` when ``path`` is a checkpoint torch can open, else why not."""
+    import torch
+
+    if not path.is_file():
+        return f"{path} is missing"
+    try:
+        with zipfile.ZipFile(path):  # a torn write loses the zip's central directory
+            pass
+        torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as error:  # torch, zipfile and pickle each raise their own
+        return f"{path} cannot be read ({type(error).__name__}: {str(error)[:200]})"
+    return None
+
+
+def _candidates(newest: Path) -> list[Path]:
+    """``newest``, then the trial's earlier checkpoint directories, newest first."""
+    earlier = [d for d in newest.parent.glob("checkpoint_*") if d.is_dir() and d.name < newest.name]
+    return [newest, *sorted(earlier, reverse=True)]
+
+
+def restore_checkpoint(checkpoint_dir: Path, into: Path, policy: str = "previous") -> Restored:
+    """Copies the checkpoint to resume from into ``into``; see the module docstring.
+
+    Args:
+        checkpoint_dir: The checkpoint directory Tune restores the trial from.
+        into: Where the chosen checkpoint directory is copied (replaced).
+        policy: ``previous``, ``restart`` or ``fail``.
+
+    Raises:
+        ConfigError: with ``policy: fail``, naming the unreadable file.
+    """
+    skipped: list[str] = []
+    candidates = _candidates(checkpoint_dir) if policy == "previous" else [checkpoint_dir]
+    for candidate in candidates:
+        problem = readable(candidate / CheckpointFilename.DEFAULT_CHECKPOINT)
+        if problem is None:
+            shutil.rmtree(into, ignore_errors=True)
+            shutil.copytree(candidate, into)
+            if skipped:
+                log.warning("resuming from %s: skipped %s", candidate.name, "; ".join(skipped))
+            return Restored(into / CheckpointFilename.DEFAULT_CHECKPOINT, tuple(skipped))
+        skipped.append(problem)
+    if policy == "fail":
+        raise ConfigError(
+            f"on_unreadable_checkpoint: fail: {skipped[0]}; the trial cannot resume "
+            "(set on_unreadable_checkpoint: previous or restart to go on without it)"
+        )
+    log.warning("starting over: no readable checkpoint (%s)", "; ".join(skipped))
+    return Restored(None, tuple(skipped))
