@@ -8,8 +8,9 @@ true``, the default) and without it. The grid is ``--graphs`` precisions (one gr
 times ``--lrs`` learning rates (the same graph), so each graph is trained ``--lrs`` times.
 
 For each run it reports every trial's ``compile_time_s`` (its first training step: the
-compile of its graphs), the first trial of each graph against the later ones, whether the
-trial loaded, published or compiled, and the sweep's wall time::
+compile of its graphs) and whether it loaded, published or compiled; the cold compiles
+(trials that compiled a graph from nothing) against the warm ones; the compile seconds of
+all trials, the seconds trials waited for another one's compile, and the sweep's wall::
 
     python benchmarks/compile_cache.py                      # 2 graphs x 4 lrs on 2 nodes
     python benchmarks/compile_cache.py --graphs 32 --lrs 3
@@ -94,21 +95,36 @@ def run_once(graphs: list[str], lrs: int, nodes: int, cache: bool) -> dict[str, 
                 "fit_time_s": m.get("fit_time_s"),
             }
         )
-    first, later = [], []
-    for precision in graphs:
-        times = [t["compile_time_s"] for t in trials if t["precision"] == precision]
-        times = [x for x in times if x is not None]
-        if times:
-            first.append(times[0])
-            later += times[1:]
+    return summarize({"cache": cache, "wall_s": round(outcome.wall_s, 2), "trials": trials})
+
+
+def summarize(run: dict[str, Any]) -> dict[str, Any]:
+    """Adds the cold compiles and the compile seconds of all trials to one run's record.
+
+    A cold compile is a trial that compiled its graph from nothing: with the cache, the
+    trial that published the graph's bundle; without it, the first trial of each graph
+    on each node (later trials on that node find the node's own inductor cache warm).
+    """
+    trials = [t for t in run["trials"] if t["compile_time_s"] is not None]
+    if run["cache"]:
+        cold = [t for t in trials if not t["cache_loaded"]]
+    else:
+        seen: set[tuple[str, str]] = set()
+        cold = []
+        for t in trials:
+            if (t["node"], t["precision"]) not in seen:
+                seen.add((t["node"], t["precision"]))
+                cold.append(t)
+    warm = [t for t in trials if t not in cold]
     return {
-        "cache": cache,
-        "wall_s": round(outcome.wall_s, 2),
-        "trials": trials,
-        "first_of_each_graph_compile_s": first,
-        "later_trials_compile_s": later,
-        "median_first_s": statistics.median(first) if first else None,
-        "median_later_s": statistics.median(later) if later else None,
+        **run,
+        "cold_compiles": len(cold),
+        "cold_compile_s": [round(t["compile_time_s"], 2) for t in cold],
+        "median_warm_s": round(statistics.median(t["compile_time_s"] for t in warm), 2)
+        if warm
+        else None,
+        "compile_s_all_trials": round(sum(t["compile_time_s"] for t in trials), 2),
+        "waited_s_all_trials": round(sum(t["cache_wait_s"] or 0 for t in trials), 2),
     }
 
 
@@ -137,11 +153,13 @@ def main() -> int:
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"{'cache':6} {'wall s':>7} {'first of graph s':>17} {'later trials s':>15}")
+    print("cache  wall s  cold compiles (s each)      warm median s  compile s, all  waited s")
     for run in runs:
         print(
-            f"{'on' if run['cache'] else 'off':6} {run['wall_s']:7.1f} "
-            f"{run['median_first_s']:17.2f} {run['median_later_s']:15.2f}"
+            f"{'on' if run['cache'] else 'off':6} {run['wall_s']:6.1f}  "
+            f"{run['cold_compiles']} ({', '.join(map(str, run['cold_compile_s']))})".ljust(42)
+            + f"{run['median_warm_s']!s:>13}  {run['compile_s_all_trials']:14}  "
+            f"{run['waited_s_all_trials']:8}"
         )
     print(f"wrote {out}")
     return 0
