@@ -51,10 +51,11 @@ BASE = {
 SECTIONS = {
     "": list(BASE),
     "task": ["name", "params"],
-    "objective": ["metric", "mode"],
+    "objective": ["metric", "mode", "metrics", "tolerance"],
     "search": ["algorithm", "num_samples", "seed"],
     "scheduler": [
         "type",
+        "metric",
         "grace_period",
         "reduction_factor",
         "perturbation_interval",
@@ -151,6 +152,10 @@ BAD_VALUES = [
     ("task.params", st.one_of(words, st.integers(), st.lists(plain, min_size=1, max_size=2))),
     ("objective.metric", not_a_string),
     ("objective.mode", st.one_of(words.filter(lambda w: w not in ("min", "max")), not_a_string)),
+    ("objective.metrics", st.one_of(words, st.integers(), st.lists(plain, min_size=1))),
+    ("objective.metrics.val_loss", st.one_of(words.filter(lambda w: w not in ("min", "max")))),
+    ("objective.tolerance", st.one_of(not_a_number, st.floats(max_value=-1e-9))),
+    ("scheduler.metric", st.one_of(words, not_a_string)),
     (
         "search.algorithm",
         st.one_of(words.filter(lambda w: w not in ("grid", "random", "optuna")), containers),
@@ -205,6 +210,7 @@ BAD_VALUES = [
 ]
 
 NUMERIC_FIELDS = [
+    "objective.tolerance",
     "search.num_samples",
     "search.seed",
     "scheduler.grace_period",

@@ -53,8 +53,13 @@ def dry_run(tmp_path, **fields):
             r"trainer\.accelerator: 'tpuu' is not an accelerator Lightning accepts; "
             r"choose from auto, cpu, gpu, cuda, mps, tpu",
         ),
+        (
+            {"objective": {"metrics": {"val_loss": "min", "time_total_s": "min"}}},
+            r"objective\.metrics: 'time_total_s' is bookkeeping of each result, not a metric; use "
+            r"a metric the module logs \(val_loss\) or one versatil measures \(samples_per_sec, ",
+        ),
     ],
-    ids=["task-param", "user-axis", "user-value", "mutation", "accelerator"],
+    ids=["task-param", "user-axis", "user-value", "mutation", "accelerator", "objective"],
 )
 def test_typos_are_one_clear_error_before_anything_starts(tmp_path, fields, message):
     with pytest.raises(ConfigError, match=message):

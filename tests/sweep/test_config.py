@@ -14,7 +14,13 @@ from versatil.sweep.shipped import resolve_config, shipped_sweeps
 from versatil.sweep.space import expand_trials
 
 SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
-EXPECTED_TRIALS = {"quickstart": 24, "precision_matrix": 90, "asha_lr": 16, "pbt": 4}
+EXPECTED_TRIALS = {
+    "quickstart": 24,
+    "precision_matrix": 90,
+    "asha_lr": 16,
+    "pbt": 4,
+    "frontier": 8,
+}
 
 
 def test_the_shipped_sweeps_are_all_here():
@@ -30,6 +36,8 @@ def test_shipped_sweep_validates_and_dry_runs(path, capsys):
     out = capsys.readouterr().out
     assert f"sweep {path.stem!r}: {EXPECTED_TRIALS[path.stem]} trials" in out
     assert out.rstrip().endswith("nothing started")
+    if config.objective.is_multi:
+        assert "objectives, ranked as a Pareto set: val_loss (min), samples_per_sec (max)" in out
 
 
 def test_enum_axis_forms():
@@ -151,7 +159,7 @@ def test_an_unknown_config_name_lists_the_shipped_sweeps(tmp_path, monkeypatch):
         resolve_config("asha")
     assert str(error.value) == (
         "--config: 'asha' is neither a sweep file nor a shipped sweep; "
-        "shipped sweeps: asha_lr, pbt, precision_matrix, quickstart"
+        "shipped sweeps: asha_lr, frontier, pbt, precision_matrix, quickstart"
     )
     with pytest.raises(ConfigError, match=r"^--config: sweep file 'no/such\.yaml' does not exist$"):
         resolve_config("no/such.yaml")
@@ -332,3 +340,62 @@ def test_aliases_that_expand_without_bound_are_rejected(tmp_path):
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
     with pytest.raises(ConfigError, match="holds more than 100000 values"):
         load_sweep(write(tmp_path, "\n".join(lines).encode()))
+
+
+def test_several_objectives_and_the_single_form():
+    single = validate_sweep({"name": "x", "objective": {"metric": "val_loss", "mode": "min"}})
+    assert single.objective.objectives == [("val_loss", "min")]
+    assert not single.objective.is_multi and single.objective.tolerance == 0.01
+    multi = validate_sweep(
+        {
+            "name": "x",
+            "objective": {"metrics": {"val_loss": "min", "samples_per_sec": "max"}},
+            "scheduler": {"type": "asha"},
+        }
+    )
+    assert multi.objective.objectives == [("val_loss", "min"), ("samples_per_sec", "max")]
+    assert (multi.objective.metric, multi.objective.mode) == ("val_loss", "min")
+    assert multi.scheduler_objective == ("val_loss", "min")
+    # What a sweep logs as sweep.yaml loads again.
+    assert validate_sweep(multi.model_dump(mode="json")) == multi
+
+
+@pytest.mark.parametrize(
+    ("objective", "scheduler", "message"),
+    [
+        ({"metrics": {"val_loss": "low"}}, {}, "objective.metrics.val_loss: 'low' is invalid"),
+        ({"metrics": {}}, {}, "objective.metrics: {} names no metric"),
+        (
+            {"metric": "acc", "metrics": {"val_loss": "min"}},
+            {},
+            "objective.metric: 'acc' is not the first of objective.metrics (val_loss: min)",
+        ),
+        ({"tolerance": -0.1}, {}, "objective.tolerance: -0.1 is invalid"),
+        (
+            {"metrics": {"val_loss": "min", "samples_per_sec": "max"}},
+            {"type": "asha", "metric": "val_los"},
+            "scheduler.metric: 'val_los' is not an objective metric (did you mean 'val_loss'?); "
+            "choose from val_loss, samples_per_sec",
+        ),
+        ({}, {"metric": "val_loss"}, "scheduler.metric: 'val_loss' is not used by scheduler fifo"),
+    ],
+)
+def test_bad_objectives_name_field_value_and_choices(objective, scheduler, message):
+    with pytest.raises(ConfigError) as error:
+        validate_sweep({"name": "x", "objective": objective, "scheduler": scheduler})
+    assert message in str(error.value)
+
+
+def test_a_missing_objective_names_every_missing_metric():
+    from versatil.sweep.trial_results import missing_objective
+
+    config = validate_sweep(
+        {"name": "x", "objective": {"metrics": {"val_loss": "min", "acc": "max"}}}
+    )
+    assert missing_objective(config, {"val_loss": 0.1, "acc": 0.9}, ["val_loss", "acc"]) is None
+    failed = missing_objective(config, {"val_loss": 0.1}, ["val_loss"])
+    assert failed["status"] == "failed" and failed["objective_missing"]
+    assert failed["reason"].startswith(
+        "objective.metrics: 'acc' was not logged by the module in epoch 0; it logged val_loss"
+    )
+    assert failed["val_loss"] == float("inf") and failed["acc"] == float("-inf")

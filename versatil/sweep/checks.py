@@ -17,9 +17,11 @@ import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error, did_you_mean
 from versatil.sweep.config import ENUM_AXES, NumericAxis, SweepConfig
+from versatil.sweep.result_keys import BOOKKEEPING
+from versatil.sweep.summary import THROUGHPUT_COLUMNS
 from versatil.training.tasks import params_model_for
 
-__all__ = ["check_storage", "check_task"]
+__all__ = ["check_objectives", "check_storage", "check_task"]
 
 
 def _samples(axis: Any) -> list[Any]:
@@ -29,13 +31,36 @@ def _samples(axis: Any) -> list[Any]:
     return [axis]
 
 
+def check_objectives(config: SweepConfig) -> None:
+    """Checks that every objective can be a metric: not a bookkeeping key of a result.
+
+    Whether the module logs it shows only in the first epoch (see
+    :func:`~versatil.sweep.trial_results.missing_objective`).
+
+    Raises:
+        ConfigError: naming each objective that is bookkeeping, and metrics to use instead.
+    """
+    field = "objective.metrics" if config.objective.metrics else "objective.metric"
+    errors = [
+        f"{field}: {metric!r} is bookkeeping of each result, not a metric; use a metric the "
+        f"module logs (val_loss) or one versatil measures ({', '.join(THROUGHPUT_COLUMNS)})"
+        for metric, _ in config.objective.objectives
+        if metric in BOOKKEEPING
+    ]
+    if errors:
+        raise ConfigError("; ".join(errors))
+
+
 def check_task(config: SweepConfig) -> None:
-    """Checks the task's params (fixed, swept and mutated) against its ``params_model``.
+    """Checks the objectives, then the task's params against its ``params_model``.
+
+    The params are the fixed, swept and mutated ones.
 
     Raises:
         ConfigError: listing every unknown param name (with the valid ones) and every
             value the params model rejects, each under the field of the sweep file.
     """
+    check_objectives(config)
     model = params_model_for(config.task.name)
     if model is None:
         return

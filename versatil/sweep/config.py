@@ -187,12 +187,53 @@ class TaskSection(pydantic.BaseModel):
 
 
 class ObjectiveSection(pydantic.BaseModel):
-    """The metric trials are ranked by."""
+    """What trials are ranked by: one metric (``metric``, ``mode``) or several (``metrics``).
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    ``metrics`` maps each metric to its mode, the first being the primary objective (the
+    verdict's, and the default of ``scheduler.metric``); ``metric`` and ``mode`` then read
+    as that first one.
+    """
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     metric: str = pydantic.Field("val_loss", description="A metric the task logs each epoch.")
     mode: Literal["min", "max"] = pydantic.Field("min", description="min or max.")
+    metrics: dict[str, Literal["min", "max"]] | None = pydantic.Field(
+        None, description="Several objectives, each with its mode: {val_loss: min, ...}."
+    )
+    tolerance: float = pydantic.Field(
+        0.01, ge=0, description="Verdict: how far from the best objective counts as as good."
+    )
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _primary_from_metrics(cls, data: Any) -> Any:
+        metrics = data.get("metrics") if isinstance(data, Mapping) else None
+        if not isinstance(metrics, Mapping):
+            return data
+        if not metrics:
+            raise ValueError("objective.metrics: {} names no metric; give at least one")
+        name, mode = next(iter(metrics.items()))
+        if not (isinstance(name, str) and mode in ("min", "max")):
+            return data  # the field's own validation names the bad entry
+        for field, first in (("metric", name), ("mode", mode)):
+            if field in data and data[field] != first:
+                raise ValueError(
+                    f"objective.{field}: {data[field]!r} is not the first of objective.metrics "
+                    f"({name}: {mode}); give metric and mode for one objective, or metrics "
+                    "for several"
+                )
+        return {**data, "metric": name, "mode": mode}
+
+    @property
+    def objectives(self) -> list[tuple[str, str]]:
+        """Every objective as ``(metric, mode)``, the primary first."""
+        return list(self.metrics.items()) if self.metrics else [(self.metric, self.mode)]
+
+    @property
+    def is_multi(self) -> bool:
+        """Whether the sweep has several objectives (a Pareto front, not one best)."""
+        return len(self.objectives) > 1
 
 
 class SearchSection(pydantic.BaseModel):
@@ -215,6 +256,9 @@ class SchedulerSection(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     type: Literal["fifo", "asha", "pbt"] = pydantic.Field("fifo", description="fifo, asha or pbt.")
+    metric: str | None = pydantic.Field(
+        None, description="ASHA, PBT: the objective metric they compare; default the first."
+    )
     grace_period: int = pydantic.Field(1, ge=1, description="ASHA: epochs before a trial may stop.")
     reduction_factor: float = pydantic.Field(2.0, gt=1, description="ASHA: halving rate.")
     perturbation_interval: int = pydantic.Field(
@@ -354,11 +398,34 @@ class SweepConfig(pydantic.BaseModel):
             )
         if self.scheduler.type == "pbt":
             errors += self._mutation_errors()
+        errors += self._scheduler_metric_errors()
         if self.resources.workers_per_trial > 1 and self.scheduler.type == "pbt":
             errors.append("resources.workers_per_trial: PBT runs single-worker trials; use 1")
         if errors:
             raise ValueError("; ".join(errors))
         return self
+
+    def _scheduler_metric_errors(self) -> list[str]:
+        """``scheduler.metric`` must be one of the objectives, for a scheduler that uses one."""
+        metric = self.scheduler.metric
+        names = [name for name, _ in self.objective.objectives]
+        if metric is None:
+            return []
+        if self.scheduler.type == "fifo":
+            return [f"scheduler.metric: {metric!r} is not used by scheduler fifo; remove it"]
+        if metric not in names:
+            return [
+                f"scheduler.metric: {metric!r} is not an objective metric"
+                f"{did_you_mean(metric, names)}; choose from {', '.join(names)}"
+            ]
+        return []
+
+    @property
+    def scheduler_objective(self) -> tuple[str, str]:
+        """The ``(metric, mode)`` ASHA or PBT compares: ``scheduler.metric``, else the first."""
+        modes = dict(self.objective.objectives)
+        metric = self.scheduler.metric or self.objective.metric
+        return metric, modes[metric]
 
     def _mutation_errors(self) -> list[str]:
         """PBT may mutate only what a trial's config holds: a task-param axis or task param."""

@@ -40,6 +40,12 @@ def print_dry_run(config: SweepConfig) -> None:
     ]
     print(format_table(["#", *names, "feasible here"], rows))
     feasible = sum(reason is None for _, reason in trials)
+    objectives = ", ".join(f"{m} ({mode})" for m, mode in config.objective.objectives)
+    kind = "objectives, ranked as a Pareto set" if config.objective.is_multi else "objective"
+    print(f"\n{kind}: {objectives}")
+    if config.scheduler.type != "fifo":
+        metric, mode = config.scheduler_objective
+        print(f"scheduler {config.scheduler.type} compares trials on {metric} ({mode})")
     print(
         f"\nsweep {config.name!r}: {len(trials)} trials ({config.search.algorithm} search, "
         f"{config.scheduler.type} scheduler), {feasible} feasible on this machine; nothing started"

@@ -10,26 +10,26 @@ import csv
 import io
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
+from versatil.sweep.front_plot import ExtraPoint, plot_front
 from versatil.sweep.int8_runs import INT8_LEGEND, Int8Row, int8_rows, int8_table
-from versatil.sweep.summary import (
-    SETTINGS_COLUMNS,
-    THROUGHPUT_COLUMNS,
-    TrialRow,
-    summary_marks,
-    summary_table,
-)
+from versatil.sweep.judgement import judge, summary_text
+from versatil.sweep.summary import SETTINGS_COLUMNS, THROUGHPUT_COLUMNS, TrialRow
 from versatil.sweep.tracking import (
     AXES_TAG,
+    OBJECTIVES_TAG,
     STATUS_TAG,
+    TOLERANCE_TAG,
     TRIAL_ID_TAG,
     TrackingContext,
     child_runs,
 )
+from versatil.sweep.verdict import verdict_table
 from versatil.tables import format_table
 
 __all__ = ["FORMATS", "SweepReport", "load_report", "render", "write_plots"]
@@ -39,13 +39,30 @@ _NOT_AXES = {"task", "model_dtype", "autocast", "should_convert_model"}
 
 
 class SweepReport:
-    """The trials of one sweep invocation (a parent run), as read from MLflow."""
+    """The trials of one sweep invocation (a parent run), as read from MLflow.
 
-    def __init__(self, context: TrackingContext, mode: str, rows: list[TrialRow]) -> None:
+    Args:
+        context: The sweep's parent run.
+        mode: The primary objective's mode.
+        rows: The trials.
+        objectives: ``(metric, mode)`` of every objective; default the primary alone.
+        tolerance: The verdict's tolerance (see :mod:`versatil.sweep.verdict`).
+    """
+
+    def __init__(
+        self,
+        context: TrackingContext,
+        mode: str,
+        rows: list[TrialRow],
+        objectives: list[tuple[str, str]] | None = None,
+        tolerance: float = 0.01,
+    ) -> None:
         self.context = context
         self.mode = mode
         self.rows = rows
-        self.marks = summary_marks(rows, mode)
+        self.objectives = objectives or [(context.objective, mode)]
+        self.judgement = judge(rows, self.objectives, tolerance)
+        self.marks = self.judgement.marks
         self.int8: list[Int8Row] = []  # the INT8 runs of `compress`, one per trial
 
 
@@ -119,7 +136,11 @@ def load_report(
             )
         )
     rows.sort(key=lambda r: r.trial_id)
-    report = SweepReport(context, parent.data.tags.get("versatil.mode", "min"), rows)
+    tags = parent.data.tags
+    mode = tags.get("versatil.mode", "min")
+    objectives = [tuple(o) for o in json.loads(tags.get(OBJECTIVES_TAG, "[]"))]
+    tolerance = float(tags.get(TOLERANCE_TAG, 0.01))
+    report = SweepReport(context, mode, rows, objectives or None, tolerance)
     report.int8 = int8_rows(client, context)
     return report
 
@@ -129,6 +150,8 @@ def _records(report: SweepReport) -> list[dict[str, Any]]:
     for row in report.rows:
         record = {"trial_id": row.trial_id, **row.axes, report.context.objective: row.objective}
         record.update({c: row.metrics.get(c) for c in THROUGHPUT_COLUMNS})
+        record.update({m: row.metrics.get(m) for m, _ in report.objectives[1:]})
+        ranking = report.judgement.ranking
         record.update(
             epochs=row.epochs,
             status=row.status,
@@ -136,6 +159,8 @@ def _records(report: SweepReport) -> list[dict[str, Any]]:
             best=report.marks.get(row.trial_id) == "*",
             pareto=row.trial_id in report.marks,
         )
+        if ranking is not None:
+            record["pareto_rank"] = ranking.rank.get(row.trial_id)
         out.append(record)
     return out
 
@@ -143,11 +168,7 @@ def _records(report: SweepReport) -> list[dict[str, Any]]:
 def render(report: SweepReport, fmt: str) -> str:
     """The report as text in one of :data:`FORMATS`."""
     if fmt == "table":
-        legend = (
-            "\n\n* best trial, P other trials on the Pareto front (objective vs samples_per_sec)"
-        )
-        table = summary_table(report.rows, report.context.objective, report.marks) + legend
-        return table + _int8_section(report, fmt)
+        return summary_text(report.rows, report.judgement, [_int8_section(report, fmt)])
     records = _records(report)
     if fmt == "json":
         return json.dumps(records, indent=2, default=str)
@@ -159,19 +180,32 @@ def render(report: SweepReport, fmt: str) -> str:
         writer.writerows(records)
         return buffer.getvalue()
     table = [[record.get(c) for c in columns] for record in records]
-    return format_table(columns, table, style="markdown", missing="") + _int8_section(report, fmt)
+    markdown = format_table(columns, table, style="markdown", missing="")
+    if report.int8:
+        markdown += "\n\n" + _int8_section(report, fmt)
+    verdict = report.judgement.verdict
+    speeds = verdict_table(verdict)
+    if speeds:
+        markdown += "\n\n```\n" + speeds + "\n```"
+    return markdown + "\n\n" + verdict.text + "\n"
 
 
 def _int8_section(report: SweepReport, fmt: str) -> str:
-    """The INT8 runs' table under the trials' (empty when none was compressed)."""
+    """The INT8 runs' table and legend (empty when none was compressed)."""
     if not report.int8:
         return ""
     table = int8_table(report.int8, report.context.objective, fmt)
-    return f"\n\n{table}\n\n{INT8_LEGEND}"
+    return f"{table}\n\n{INT8_LEGEND}"
 
 
-def write_plots(report: SweepReport, directory: Path) -> list[Path]:
-    """PNGs: objective vs throughput coloured by precision; throughput per precision x compile."""
+def write_plots(
+    report: SweepReport, directory: Path, extra_points: Sequence[ExtraPoint] = ()
+) -> list[Path]:
+    """PNGs: objective vs throughput coloured by precision; throughput per precision x compile.
+
+    A sweep of two or three objectives also gets ``pareto_front.png`` (see
+    :func:`~versatil.sweep.front_plot.plot_front`), with ``extra_points`` drawn on it.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -232,14 +266,22 @@ def write_plots(report: SweepReport, directory: Path) -> list[Path]:
     bars = directory / "throughput_by_settings.png"
     figure.savefig(bars, dpi=110)
     plt.close(figure)
-    return [scatter, bars]
+    paths = [scatter, bars]
+    ranking = report.judgement.ranking
+    if ranking is not None and len(ranking.objectives) in (2, 3):
+        front = directory / "pareto_front.png"
+        plot_front(report.rows, ranking, front, extra_points)
+        paths.append(front)
+    return paths
 
 
-def log_report(report: SweepReport, directory: Path) -> list[Path]:
+def log_report(
+    report: SweepReport, directory: Path, extra_points: Sequence[ExtraPoint] = ()
+) -> list[Path]:
     """Writes the plots, CSV and markdown to ``directory`` and logs them to the parent run."""
     from mlflow.tracking import MlflowClient
 
-    paths = write_plots(report, directory)
+    paths = write_plots(report, directory, extra_points)
     for name, fmt in (("report.csv", "csv"), ("report.md", "markdown")):
         path = directory / name
         path.write_text(render(report, fmt))

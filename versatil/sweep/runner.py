@@ -21,9 +21,10 @@ from versatil.errors import ConfigError, ServiceError
 from versatil.status import TrialStatus
 from versatil.sweep.checks import check_storage, check_task
 from versatil.sweep.config import NumericAxis, SweepConfig
+from versatil.sweep.judgement import VERDICT_TAG, Judgement, judge, summary_text
 from versatil.sweep.result_keys import OBJECTIVE_MISSING, REASON, STATUS
 from versatil.sweep.space import build_param_space, numeric_domain
-from versatil.sweep.summary import TrialRow, best_row, summary_table
+from versatil.sweep.summary import TrialRow
 from versatil.sweep.tracking import (
     SweepTracker,
     TrackingContext,
@@ -46,6 +47,7 @@ class SweepOutcome:
         best: The best trial, or ``None`` when no trial produced a finite objective.
         wall_s: Seconds from start to the last trial's end.
         tracking: Where the sweep's MLflow runs are.
+        judgement: The best trial, the Pareto ranking and the verdict.
     """
 
     experiment_dir: Path
@@ -53,6 +55,7 @@ class SweepOutcome:
     best: TrialRow | None
     wall_s: float
     tracking: TrackingContext
+    judgement: Judgement | None = None
 
 
 def connect_ray(address: str | None) -> None:
@@ -94,6 +97,9 @@ def _make_searcher(config: SweepConfig) -> Any:
     if config.search.algorithm == "optuna":
         from ray.tune.search.optuna import OptunaSearch
 
+        if config.objective.is_multi:  # Optuna's multi-objective sampler; not via TuneConfig
+            metrics, modes = zip(*config.objective.objectives, strict=True)
+            return OptunaSearch(metric=list(metrics), mode=list(modes), seed=config.search.seed)
         return OptunaSearch(seed=config.search.seed)
     if config.search.algorithm == "random":
         from ray.tune.search.basic_variant import BasicVariantGenerator
@@ -104,6 +110,9 @@ def _make_searcher(config: SweepConfig) -> Any:
 
 def _make_scheduler(config: SweepConfig) -> Any:
     section = config.scheduler
+    # One objective: TuneConfig passes it on. Several: the scheduler gets its own one.
+    metric, mode = config.scheduler_objective
+    own = {"metric": metric, "mode": mode} if config.objective.is_multi else {}
     if section.type == "asha":
         from ray.tune.schedulers import ASHAScheduler
 
@@ -112,6 +121,7 @@ def _make_scheduler(config: SweepConfig) -> Any:
             max_t=config.trainer.max_epochs,
             grace_period=section.grace_period,
             reduction_factor=section.reduction_factor,
+            **own,
         )
     if section.type == "pbt":
         from ray.tune.schedulers import PopulationBasedTraining
@@ -125,6 +135,7 @@ def _make_scheduler(config: SweepConfig) -> Any:
             },
             quantile_fraction=section.quantile_fraction,
             synch=section.synch,
+            **own,
         )
     return None
 
@@ -155,7 +166,7 @@ def _objective_stopper() -> Any:
 class ProgressPrinter:
     """Prints one line per reported epoch and per finished trial (a Tune callback)."""
 
-    def __init__(self, config: SweepConfig, stream: TextIO = sys.stdout) -> None:
+    def __init__(self, config: SweepConfig, stream: TextIO | None = None) -> None:
         from ray import tune
 
         class _Callback(tune.Callback):
@@ -167,7 +178,7 @@ class ProgressPrinter:
 
         self.callback = _Callback()
         self.config = config
-        self.stream = stream
+        self.stream = stream or sys.stdout  # looked up now: a redirected stdout counts
         self.start = time.perf_counter()
 
     def _print(self, text: str) -> None:
@@ -175,14 +186,18 @@ class ProgressPrinter:
 
     def _line(self, trial: Any, result: dict[str, Any]) -> None:
         axes = " ".join(f"{k}={trial.config.get(k)}" for k in self.config.space)
-        metric = self.config.objective.metric
         status = result.get(STATUS, "")
         if status in (TrialStatus.INFEASIBLE, TrialStatus.FAILED):
             self._print(f"{trial.trial_id} {status}: {result.get(REASON, '')} ({axes})")
             return
         epoch = result.get("epoch", 0) + 1
+        values = " ".join(
+            f"{metric}={result.get(metric, 0):.4g}"
+            for metric, _ in self.config.objective.objectives
+            if metric != "samples_per_sec"
+        )
         self._print(
-            f"{trial.trial_id} epoch {epoch} {metric}={result.get(metric, 0):.4g} "
+            f"{trial.trial_id} epoch {epoch} {values} "
             f"samples/s={result.get('samples_per_sec', 0):.0f} {status} ({axes})"
         )
 
@@ -237,7 +252,7 @@ def run_sweep(
     resume: bool = False,
     tracking_uri: str | None = None,
     callbacks: Sequence[Any] = (),
-    stream: TextIO = sys.stdout,
+    stream: TextIO | None = None,
     on_start: Callable[[Path], None] | None = None,
 ) -> SweepOutcome:
     """Runs (or with ``resume`` continues) a sweep on Ray Tune and summarizes it.
@@ -250,7 +265,7 @@ def run_sweep(
         tracking_uri: The MLflow tracking URI; default ``mlflow.tracking_uri`` of the sweep,
             else an embedded SQLite file under the storage path.
         callbacks: Extra Tune callbacks.
-        stream: Where progress lines go.
+        stream: Where progress lines go; default ``sys.stdout`` when it is called.
         on_start: Called with the experiment directory before trials start.
     """
     from ray import tune
@@ -287,6 +302,8 @@ def run_sweep(
         sweep_yaml=yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False),
         objective=config.objective.metric,
         mode=config.objective.mode,
+        objectives=config.objective.objectives,
+        tolerance=config.objective.tolerance,
     )
     pool.shutdown(wait=False)
     connect_ray(address)
@@ -325,8 +342,9 @@ def run_sweep(
             trainable,
             param_space=build_param_space(config),
             tune_config=tune.TuneConfig(
-                metric=config.objective.metric,
-                mode=config.objective.mode,
+                # Several objectives: the searcher and scheduler hold theirs (see above).
+                metric=None if config.objective.is_multi else config.objective.metric,
+                mode=None if config.objective.is_multi else config.objective.mode,
                 search_alg=_make_searcher(config),
                 scheduler=_make_scheduler(config),
                 num_samples=config.search.num_samples,
@@ -362,9 +380,15 @@ def run_sweep(
     missing = next((r for r in rows if r.metrics.get(OBJECTIVE_MISSING)), None)
     if missing is not None:
         rows = [r if STATUS in r.metrics else _not_run(r) for r in rows]
-    best = best_row(rows, config.objective.mode)
-    marks = {best.trial_id: "*"} if best else {}
-    sweep_tracker.finish_sweep(rows, best, summary_table(rows, config.objective.metric, marks))
+    judgement = judge(rows, config.objective.objectives, config.objective.tolerance)
+    best = judgement.best
+    sweep_tracker.finish_sweep(
+        rows,
+        best,
+        summary_text(rows, judgement),
+        child_tags=judgement.child_tags(),
+        parent_tags={VERDICT_TAG: judgement.verdict.text},
+    )
     if missing is not None:
         ran = sum(STATUS in r.metrics for r in rows)
         raise ConfigError(
@@ -378,4 +402,5 @@ def run_sweep(
         best=best,
         wall_s=time.perf_counter() - start,
         tracking=sweep_tracker.context,
+        judgement=judgement,
     )

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from versatil.status import TrialStatus
+from versatil.sweep.pareto import Ranking
 from versatil.tables import format_table
 
-__all__ = ["TrialRow", "best_row", "summary_table"]
+__all__ = ["TrialRow", "best_on_front", "best_row", "pareto_marks", "summary_table"]
 
 SETTINGS_COLUMNS = ("precision", "compile_mode", "matmul_precision")
 THROUGHPUT_COLUMNS = ("samples_per_sec", "epoch_time_s", "peak_memory_mb", "compile_time_s")
@@ -42,7 +43,11 @@ class TrialRow:
 
 
 def best_row(rows: Sequence[TrialRow], mode: str) -> TrialRow | None:
-    """The trial with the best finite objective among completed or stopped trials."""
+    """The trial with the best finite objective among completed or stopped trials.
+
+    Ties on the objective go to the higher ``samples_per_sec``, so the best trial is never
+    dominated on objective and throughput.
+    """
     ranked = [
         r
         for r in rows
@@ -50,28 +55,61 @@ def best_row(rows: Sequence[TrialRow], mode: str) -> TrialRow | None:
     ]
     if not ranked:
         return None
-    return (min if mode == "min" else max)(ranked, key=lambda r: r.objective)
+    sign = 1.0 if mode == "min" else -1.0
+    return min(ranked, key=lambda r: (sign * r.objective, -_throughput(r), r.trial_id))
+
+
+def _throughput(row: TrialRow) -> float:
+    value = row.metrics.get("samples_per_sec")
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else -math.inf
+
+
+def best_on_front(rows: Sequence[TrialRow], ranking: Ranking) -> TrialRow | None:
+    """The Pareto-set trial best on the primary objective (ties: higher throughput)."""
+    front = set(ranking.front)
+    return best_row([r for r in rows if r.trial_id in front], ranking.objectives[0][1])
 
 
 def summary_table(
-    rows: Sequence[TrialRow], objective: str, marks: dict[str, str] | None = None
+    rows: Sequence[TrialRow],
+    objective: str,
+    marks: dict[str, str] | None = None,
+    *,
+    other_objectives: Sequence[str] = (),
+    ranks: dict[str, int] | None = None,
 ) -> str:
     """A fixed-width text table: settings, other axes, objective, throughput, status.
 
     Args:
         rows: The trials.
-        objective: The objective metric's name (a column header).
+        objective: The (primary) objective metric's name (a column header).
         marks: Optional one-character marks per trial id (``*`` best, ``P`` Pareto).
+        other_objectives: Further objective metrics, shown after the primary one.
+        ranks: Optional Pareto rank per trial id (a ``rank`` column).
     """
     axis_names = [c for c in SETTINGS_COLUMNS if any(c in r.axes for r in rows)]
     axis_names += sorted({k for r in rows for k in r.axes} - set(SETTINGS_COLUMNS))
-    headers = ["", "trial", *axis_names, objective, *THROUGHPUT_COLUMNS, "epochs", "status"]
+    extra = [m for m in other_objectives if m not in THROUGHPUT_COLUMNS and m != objective]
+    rank_header = ["rank"] if ranks is not None else []
+    headers = [
+        "",
+        *rank_header,
+        "trial",
+        *axis_names,
+        objective,
+        *extra,
+        *THROUGHPUT_COLUMNS,
+        "epochs",
+        "status",
+    ]
     table = [
         [
             (marks or {}).get(row.trial_id, ""),
+            *([ranks.get(row.trial_id)] if ranks is not None else []),
             row.trial_id,
             *(row.axes.get(a) for a in axis_names),
             row.objective,
+            *(row.metrics.get(m) for m in extra),
             *(row.metrics.get(c) for c in THROUGHPUT_COLUMNS),
             row.epochs,
             row.status + (f": {row.reason}" if row.reason else ""),
@@ -111,6 +149,15 @@ def summary_marks(rows: Sequence[TrialRow], mode: str) -> dict[str, str]:
     """``*`` for the best trial, ``P`` for the others on the Pareto front."""
     marks = {trial: "P" for trial in pareto_front(rows, mode)}
     best = best_row(rows, mode)
+    if best is not None:
+        marks[best.trial_id] = "*"
+    return marks
+
+
+def pareto_marks(rows: Sequence[TrialRow], ranking: Ranking) -> dict[str, str]:
+    """``*`` for the best trial on the front, ``P`` for the rest of the Pareto set."""
+    marks = dict.fromkeys(ranking.front, "P")
+    best = best_on_front(rows, ranking)
     if best is not None:
         marks[best.trial_id] = "*"
     return marks

@@ -63,6 +63,8 @@ STATUS_TAG = "versatil.status"
 REASON_TAG = "versatil.reason"
 AXES_TAG = "versatil.axes"
 """The names of the sweep's axes, comma-separated: which params the report compares."""
+OBJECTIVES_TAG = "versatil.objectives"
+TOLERANCE_TAG = "versatil.tolerance"
 PARENT_TAG = "mlflow.parentRunId"
 PARENT_FILE = "mlflow_parent_run.json"
 
@@ -134,8 +136,14 @@ def open_sweep_run(
     sweep_yaml: str,
     objective: str,
     mode: str,
+    objectives: list[tuple[str, str]] | None = None,
+    tolerance: float = 0.01,
 ) -> TrackingContext:
-    """Opens (or, when ``experiment_dir`` records one, reopens) the sweep's parent run."""
+    """Opens (or, when ``experiment_dir`` records one, reopens) the sweep's parent run.
+
+    The parent is tagged with the primary ``objective`` and ``mode``, every objective
+    (``versatil.objectives``, JSON ``[[metric, mode], ...]``) and the verdict's tolerance.
+    """
     client = _client(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
@@ -158,6 +166,8 @@ def open_sweep_run(
                 "versatil.experiment_dir": str(experiment_dir),
                 "versatil.objective": objective,
                 "versatil.mode": mode,
+                OBJECTIVES_TAG: json.dumps(objectives or [[objective, mode]]),
+                TOLERANCE_TAG: repr(tolerance),
             },
         )
         parent_run_id = run.info.run_id
@@ -596,11 +606,20 @@ class SweepTracker:
             tags={TRIAL_ID_TAG: run.data.tags[TRIAL_ID_TAG]},
         )
 
-    def finish_sweep(self, rows: list[Any], best: Any | None, summary: str) -> None:
+    def finish_sweep(
+        self,
+        rows: list[Any],
+        best: Any | None,
+        summary: str,
+        child_tags: Mapping[str, Mapping[str, str]] | None = None,
+        parent_tags: Mapping[str, str] | None = None,
+    ) -> None:
         """Closes every trial's run, logs checkpoints and the summary, ends the parent.
 
         Trials whose run was left open (a driver killed before it logged their end, then
-        ``--resume``) or never made are closed here from Tune's own results.
+        ``--resume``) or never made are closed here from Tune's own results. ``child_tags``
+        (per trial id) and ``parent_tags`` are set on the runs (the Pareto ranking, the
+        verdict).
         """
         self.drain()
         runs = {r.data.tags.get(TRIAL_ID_TAG): r for r in child_runs(self.client, self.context)}
@@ -619,7 +638,13 @@ class SweepTracker:
                 log_checkpoint(self.client, run.info.run_id, row.checkpoint)
                 if self.register_best and row is best:
                     self._register(run)
+        for trial_id, tags in (child_tags or {}).items():
+            run = runs.get(trial_id)
+            for key, value in tags.items() if run is not None else ():
+                self.client.set_tag(run.info.run_id, key, value)
         parent = self.context.parent_run_id
+        for key, value in (parent_tags or {}).items():
+            self.client.set_tag(parent, key, value[:5000])
         if best is not None:
             self.client.set_tag(parent, "versatil.best_trial_id", best.trial_id)
         self.client.log_text(parent, summary, "summary.txt")

@@ -66,32 +66,33 @@ def epoch_result(
 def missing_objective(
     sweep: SweepConfig, metrics: dict[str, float], logged: Any
 ) -> dict[str, Any] | None:
-    """The result that fails a trial whose module did not log the objective, else ``None``.
+    """The result that fails a trial whose module did not log an objective, else ``None``.
 
-    The objective can only be checked once a fit has run an epoch; the sweep's driver
+    The objectives can only be checked once a fit has run an epoch; the sweep's driver
     stops the whole sweep on this result, since every other trial would fail the same way.
 
     Args:
-        sweep: The sweep (its objective).
+        sweep: The sweep (its objectives).
         metrics: The epoch's metrics, versatil's own included.
         logged: The names the module logged (the trainer's ``callback_metrics``).
     """
-    metric = sweep.objective.metric
-    if metric in metrics:
+    missing = [m for m, _ in sweep.objective.objectives if m not in metrics]
+    if not missing:
         return None
+    field = "objective.metrics" if sweep.objective.metrics else "objective.metric"
     names = sorted(logged)
     reason = (
-        f"objective.metric: {metric!r} was not logged by the module in epoch "
+        f"{field}: {', '.join(repr(m) for m in missing)} was not logged by the module in epoch "
         f"{int(metrics.get('epoch', 0))}; it logged {', '.join(names) or 'nothing'}; set "
-        "objective.metric to one of those, or log it with self.log() in the LightningModule"
+        f"{field} to one of those, or log it with self.log() in the LightningModule"
     )
     return {**end_result(sweep, TrialStatus.FAILED, reason), OBJECTIVE_MISSING: True}
 
 
 def end_result(sweep: SweepConfig, status: TrialStatus, reason: str) -> dict[str, Any]:
-    """The one result of a trial that could not train: worst objective, status, reason."""
+    """The one result of a trial that could not train: worst objectives, status, reason."""
     return {
-        sweep.objective.metric: worst_value(sweep.objective.mode),
+        **{metric: worst_value(mode) for metric, mode in sweep.objective.objectives},
         STATUS: status,
         REASON: reason,
     }

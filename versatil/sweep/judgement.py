@@ -1,0 +1,120 @@
+"""A sweep's rows judged: the best trial, the Pareto ranking, the verdict, the summary text.
+
+The driver (at the end of a sweep) and the report (read back from MLflow) both judge
+rows here, so the console, the report and the MLflow tags say the same thing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from versatil.sweep.pareto import Ranking, rank_rows
+from versatil.sweep.summary import (
+    TrialRow,
+    best_on_front,
+    best_row,
+    pareto_marks,
+    summary_marks,
+    summary_table,
+)
+from versatil.sweep.verdict import Verdict, make_verdict, verdict_table
+
+__all__ = ["Judgement", "judge", "summary_text"]
+
+PARETO_TAG = "versatil.pareto"
+PARETO_RANK_TAG = "versatil.pareto_rank"
+PARETO_LEVEL_TAG = "versatil.pareto_level"
+VERDICT_TAG = "versatil.verdict"
+
+
+@dataclasses.dataclass(frozen=True)
+class Judgement:
+    """What a sweep's rows say.
+
+    Attributes:
+        objectives: ``(metric, mode)`` of each objective, the primary first.
+        best: The best trial (on the Pareto set, when there are several objectives).
+        marks: ``*`` best, ``P`` Pareto, per trial id.
+        ranking: The Pareto ranking, for a multi-objective sweep; else ``None``.
+        verdict: Speeds against eager fp32 and the recommendation.
+    """
+
+    objectives: list[tuple[str, str]]
+    best: TrialRow | None
+    marks: dict[str, str]
+    ranking: Ranking | None
+    verdict: Verdict
+
+    def child_tags(self) -> dict[str, dict[str, str]]:
+        """Per trial id, its ``versatil.pareto`` (and rank and level) tags; multi-objective only."""
+        if self.ranking is None:
+            return {}
+        ranking = self.ranking
+        tags = {t: {PARETO_TAG: "false"} for t in ranking.left_out}
+        for trial, place in ranking.rank.items():
+            tags[trial] = {
+                PARETO_TAG: str(ranking.level[trial] == 1).lower(),
+                PARETO_RANK_TAG: str(place),
+                PARETO_LEVEL_TAG: str(ranking.level[trial]),
+            }
+        return tags
+
+
+def judge(
+    rows: Sequence[TrialRow], objectives: Sequence[tuple[str, str]], tolerance: float
+) -> Judgement:
+    """Judges a sweep's rows by its objectives (see :mod:`~versatil.sweep.pareto`)."""
+    objectives = list(objectives)
+    metric, mode = objectives[0]
+    verdict = make_verdict(rows, metric, mode, tolerance)
+    if len(objectives) == 1:
+        best = best_row(rows, mode)
+        return Judgement(objectives, best, summary_marks(rows, mode), None, verdict)
+    ranking = rank_rows(rows, objectives)
+    best = best_on_front(rows, ranking)
+    return Judgement(objectives, best, pareto_marks(rows, ranking), ranking, verdict)
+
+
+def _legend(judgement: Judgement) -> str:
+    if judgement.ranking is None:
+        return "* best trial, P other trials on the Pareto front (objective vs samples_per_sec)"
+    ranking = judgement.ranking
+    names = ", ".join(f"{m} ({mode})" for m, mode in judgement.objectives)
+    lines = [
+        f"* best {judgement.objectives[0][0]} on the Pareto front, P the rest of the Pareto set "
+        f"of {names}: {len(ranking.front)} of {len(ranking.order)} finished trials",
+        "rank: non-domination level, then crowding distance, then samples_per_sec",
+    ]
+    stopped = [t for t, why in ranking.left_out.items() if why.startswith("stopped")]
+    if stopped:
+        lines.append(
+            f"left out of the front: {len(stopped)} trial(s) stopped early by the scheduler "
+            f"did not finish ({', '.join(sorted(stopped))})"
+        )
+    others = len(ranking.left_out) - len(stopped)
+    if others:
+        lines.append(f"left out of the front: {others} trial(s) that failed or were infeasible")
+    return "\n".join(lines)
+
+
+def summary_text(
+    rows: Sequence[TrialRow], judgement: Judgement, sections: Sequence[str] = ()
+) -> str:
+    """The table, its legend, further ``sections`` (empty ones skipped), speeds, the verdict.
+
+    Args:
+        rows: The trials.
+        judgement: What :func:`judge` made of them.
+        sections: Text blocks shown after the legend, e.g. the INT8 runs of the trials.
+    """
+    metric = judgement.objectives[0][0]
+    ranks = judgement.ranking.rank if judgement.ranking is not None else None
+    others = [m for m, _ in judgement.objectives[1:]]
+    table = summary_table(rows, metric, judgement.marks, other_objectives=others, ranks=ranks)
+    parts = [table, _legend(judgement), *(s for s in sections if s)]
+    speeds = verdict_table(judgement.verdict)
+    if speeds:
+        parts.append(speeds)
+    parts.append(judgement.verdict.text)
+    return "\n\n".join(parts)
