@@ -6,7 +6,7 @@ to a real local head (``ray start --head`` with ``ray[default]``), on loopback, 
 entrypoint of ``k8s/overlays/cpu`` pointed at local storage and a real MLflow server, waits
 for the job to succeed and finds the sweep's runs in MLflow.
 
-The quickstart is cut from 24 trials of 3 epochs to 4 of 1 epoch (``--set``): the full one
+The quickstart is cut from 16 trials of 3 epochs to 4 of 1 epoch (``--set``): the full one
 takes minutes on a shared 2-core machine, and the Jobs API path is the same either way.
 """
 

@@ -80,7 +80,7 @@ def test_installed_wheel_finds_its_shipped_sweeps_from_any_directory(wheel, tmp_
     assert where.startswith(str(site)), where
 
     out = run_ok([python, "-m", "versatil.sweep", "--dry-run"], elsewhere, env)
-    assert "sweep 'quickstart': 24 trials" in out
+    assert "sweep 'quickstart': 16 trials" in out
     out = run_ok(
         [python, "-m", "versatil.sweep", "--config", "asha_lr", "--dry-run"], elsewhere, env
     )

@@ -84,9 +84,15 @@ def _session(cache: CompileCache, precision: str = "32"):
     return cache.session(settings, device, torch.nn.Linear(4, 2))
 
 
-def test_a_trial_of_the_same_key_waits_for_the_compiling_one(tmp_path: Path) -> None:
-    cache = CompileCache(tmp_path)
-    first, second = _session(cache), _session(cache)
+def test_a_trial_of_the_same_key_waits_for_the_compiling_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = CompileCache(tmp_path / "shared")
+    # Two nodes: the same key, separate inductor caches.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "node-a"))
+    first = _session(cache)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "node-b"))
+    second = _session(cache)
     entered = threading.Event()
 
     def enter_second() -> None:
@@ -106,12 +112,27 @@ def test_a_trial_of_the_same_key_waits_for_the_compiling_one(tmp_path: Path) -> 
     assert second._lock is None
 
 
-def test_a_trial_stops_waiting_after_the_timeout_and_compiles(tmp_path: Path) -> None:
-    holder = _session(CompileCache(tmp_path))
-    impatient = _session(CompileCache(tmp_path, wait_timeout_s=0.3))
+def test_a_trial_stops_waiting_after_the_timeout_and_compiles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "node-a"))
+    holder = _session(CompileCache(tmp_path / "shared"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "node-b"))
+    impatient = _session(CompileCache(tmp_path / "shared", wait_timeout_s=0.3))
     with holder, impatient:
         assert impatient.wait_s >= 0.3
         assert impatient._lock is None and not impatient.loaded
+
+
+def test_on_the_holders_own_machine_and_cache_a_trial_does_not_wait(tmp_path: Path) -> None:
+    # Inductor's own locks share each kernel between processes of one cache directory.
+    cache = CompileCache(tmp_path, wait_timeout_s=600)
+    holder, neighbour = _session(cache), _session(cache)
+    with holder, neighbour:
+        assert holder._lock is not None
+        assert neighbour._lock is None and not neighbour.loaded
+        assert neighbour.wait_s < 60  # did not wait for the holder (600 s bound)
+    assert not holder._owner_path.exists()
 
 
 def test_an_unreadable_bundle_is_compiled_over_not_fatal(tmp_path: Path) -> None:

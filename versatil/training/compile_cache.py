@@ -13,8 +13,11 @@ shares the result through a directory every worker can reach (the sweep's storag
 - **Once.** The first trial of a key takes the key's lock (``fcntl.flock``; released by
   the kernel if its process dies), compiles, and publishes the bundle when its first
   epoch (training and validation graphs) is over. A trial of the same key that starts
-  meanwhile waits for the lock, up to ``wait_timeout_s``, then loads the bundle instead
-  of compiling; with no bundle (the first trial failed) it compiles and publishes itself.
+  meanwhile on another machine (or with another inductor cache) waits for the lock, up
+  to ``wait_timeout_s``, then loads the bundle instead of compiling; with no bundle (the
+  first trial failed) it compiles and publishes itself. On the holder's own machine and
+  inductor cache it does not wait: inductor's own locks make each kernel compile once
+  there, and waiting for the whole first epoch would only idle the worker.
 - **Bundle.** PyTorch's portable compile-cache artifacts
   (``torch.compiler.save_cache_artifacts``: AOT autograd, inductor graphs, Triton
   kernels) plus, on CPU, the C++ kernels (``.so``) inductor built during the fit, which
@@ -37,6 +40,7 @@ import io
 import json
 import logging
 import os
+import socket
 import tarfile
 import time
 import uuid
@@ -95,6 +99,11 @@ def _inductor_cache_dir() -> Path:
     return Path(cache_dir())
 
 
+def _identity() -> str:
+    """This process's machine and inductor cache: who shares its compiled kernels."""
+    return f"{socket.gethostname()}:{_inductor_cache_dir()}"
+
+
 def _kernel_files(since: float) -> list[Path]:
     """The C++ kernels inductor built in its local cache since ``since`` (a timestamp)."""
     root = _inductor_cache_dir()
@@ -138,6 +147,8 @@ class CompileCacheSession(L.Callback):
         self.key = key
         self.bundle = stem.with_suffix(_BUNDLE)
         self._lock_path = stem.with_suffix(".lock")
+        self._owner_path = stem.with_suffix(".owner")
+        self.identity = _identity()
         self.loaded = False
         self.published = False
         self.wait_s = 0.0
@@ -156,6 +167,11 @@ class CompileCacheSession(L.Callback):
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                if self._owner_path.exists() and self._owner_path.read_text() == self.identity:
+                    # Compiling in this very inductor cache: inductor's own locks already
+                    # make each kernel compile once here, so waiting would only idle.
+                    handle.close()
+                    return False
                 if time.monotonic() >= deadline:
                     handle.close()
                     log.warning("compile cache: waited %.0f s for %s", self.wait_s, self.bundle)
@@ -163,10 +179,13 @@ class CompileCacheSession(L.Callback):
                 time.sleep(0.1)
                 continue
             self._lock = handle
+            self._owner_path.write_text(self.identity)
             return True
 
     def _release(self) -> None:
         if self._lock is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self._owner_path.unlink()
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None
