@@ -110,3 +110,26 @@ def test_a_bad_post_training_section_is_one_clear_error(tmp_path, text, message)
         load_sweep(path)
     assert str(error.value).startswith(f"{path}: {message}")
     assert "\n" not in str(error.value)
+
+
+def test_int8_runs_become_plot_points_with_their_objective_and_inference_speed():
+    from types import SimpleNamespace
+
+    from versatil.sweep.int8_runs import Int8Row
+    from versatil.sweep.report import int8_extra_points
+
+    def row(trial, metrics):
+        return Int8Row(trial, "r-" + trial, "p-" + trial, "torch.ao", "mlflow", metrics)
+
+    report = SimpleNamespace(
+        context=SimpleNamespace(objective="val_loss"),
+        int8=[
+            row("a", {"int8/val_loss": 0.03, "int8/samples_per_sec": 900.0, "fp32/val_loss": 0.02}),
+            row("b", {"int8/val_loss": float("nan"), "int8/samples_per_sec": 800.0}),
+            row("c", {"int8/samples_per_sec": 700.0}),
+        ],
+    )
+    (point,) = int8_extra_points(report)
+    assert point.label == "a INT8 (torch.ao, inference)"
+    assert point.values["val_loss"] == 0.03 and point.values["samples_per_sec"] == 900.0
+    assert "fp32/val_loss" not in point.values

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 from collections.abc import Sequence
@@ -205,6 +206,7 @@ def write_plots(
 
     A sweep of two or three objectives also gets ``pareto_front.png`` (see
     :func:`~versatil.sweep.front_plot.plot_front`), with ``extra_points`` drawn on it.
+    Both draw ``extra_points``, by default the sweep's INT8 runs (see ``compress``).
     """
     import matplotlib
 
@@ -213,6 +215,7 @@ def write_plots(
 
     directory.mkdir(parents=True, exist_ok=True)
     objective = report.context.objective
+    extra_points = list(extra_points) or int8_extra_points(report)
     done = [
         r
         for r in report.rows
@@ -243,7 +246,17 @@ def write_plots(
         linewidth=1,
         label="Pareto front",
     )
-    axis.set_xlabel("samples_per_sec (last epoch)")
+    for point, marker in zip(extra_points, itertools.cycle("Ds^vP"), strict=False):
+        if objective in point.values and "samples_per_sec" in point.values:
+            axis.scatter(
+                point.values["samples_per_sec"],
+                point.values[objective],
+                marker=marker,
+                s=60,
+                color="black",
+                label=point.label,
+            )
+    axis.set_xlabel("samples_per_sec (last epoch; INT8 points: inference)")
     axis.set_ylabel(objective)
     axis.set_title(f"{objective} vs throughput")
     axis.legend(title="precision", fontsize=8)
@@ -273,6 +286,20 @@ def write_plots(
         plot_front(report.rows, ranking, front, extra_points)
         paths.append(front)
     return paths
+
+
+def int8_extra_points(report: SweepReport) -> list[ExtraPoint]:
+    """The sweep's INT8 runs as points on its plots: objective and inference samples/s."""
+    points = []
+    for row in report.int8:
+        values = {
+            name.removeprefix("int8/"): value
+            for name, value in row.metrics.items()
+            if name.startswith("int8/") and math.isfinite(value)
+        }
+        if report.context.objective in values and "samples_per_sec" in values:
+            points.append(ExtraPoint(f"{row.trial_id} INT8 ({row.backend}, inference)", values))
+    return points
 
 
 def log_report(
