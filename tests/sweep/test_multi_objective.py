@@ -127,6 +127,17 @@ def test_front_tags_and_verdict_match_the_runs(ray_cluster, mlflow_server, tmp_p
     logged = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert "report/pareto_front.png" in logged
 
+    # compress --pareto (its default) takes exactly the sweep's own Pareto set.
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        code = run_main(
+            main, ["compress", "multi", "--tracking-uri", mlflow_server, "--backend", "torch.ao"]
+        )
+    assert code == 0
+    line = next(x for x in stdout.getvalue().splitlines() if x.startswith("compress: sweep"))
+    assert "the Pareto set of val_loss (min), samples_per_sec (max)" in line
+    assert set(line.rpartition("trials: ")[2].split(", ")) == front
+
 
 def test_optuna_samples_several_objectives_and_asha_stops_on_one(ray_cluster, sweep_config):
     from ray.tune.search.optuna import OptunaSearch

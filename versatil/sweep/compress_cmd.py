@@ -234,7 +234,21 @@ def _choose(report: SweepReport, experiment: str, selection: Selection) -> list[
         raise ConfigError(
             f"compress: --trial {selection.trial_id}: {why}; finished trials: {valid}"
         )
+    ranking = report.judgement.ranking
+    if selection.kind == "pareto" and ranking is not None and len(ranking.objectives) > 1:
+        # A multi-objective sweep: its own Pareto set, as the report ranks and tags it.
+        by_id = {r.trial_id: r for r in done}
+        return [by_id[t] for t in ranking.front if t in by_id]
     return select_trials(report.rows, report.mode, selection)
+
+
+def _describe(report: SweepReport, selection: Selection) -> str:
+    """What was chosen, as the output says it (a multi-objective sweep's own Pareto set)."""
+    ranking = report.judgement.ranking
+    if selection.kind == "pareto" and ranking is not None and len(ranking.objectives) > 1:
+        objectives = ", ".join(f"{m} ({mode})" for m, mode in ranking.objectives)
+        return f"the Pareto set of {objectives}"
+    return selection.describe()
 
 
 def compress_sweep(
@@ -284,7 +298,7 @@ def compress_sweep(
     ]
     print(
         f"compress: sweep {experiment!r} (run {context.parent_run_id}), "
-        f"{selection.describe()}: {len(chosen)} of {len(finished(report.rows))} finished "
+        f"{_describe(report, selection)}: {len(chosen)} of {len(finished(report.rows))} finished "
         f"trials: {', '.join(r.trial_id for r in chosen)}",
         file=stream,
         flush=True,
