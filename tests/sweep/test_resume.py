@@ -65,14 +65,29 @@ def test_resume_after_sigkill_reruns_nothing_finished(ray_cluster, tmp_path):
             experiments = list((tmp_path / "runs").glob("killed-*"))
             before = finished_trials(experiments[0]) if experiments else {}
             started = list(experiments[0].glob("*/result.json")) if experiments else []
-        time.sleep(3)  # Tune commits its experiment state with the third trial's checkpoint
+        # Tune commits its experiment state after the third trial's checkpoint: wait for a
+        # snapshot newer than that trial's first result (observable, bounded).
+        unfinished = [p for p in started if p.parent.name not in before]
+        third = unfinished[0] if len(unfinished) == 1 else None
+        while third is not None and time.monotonic() < deadline:
+            states = [x.stat().st_mtime for x in third.parents[1].glob("experiment_state-*.json")]
+            reported = third.read_text().strip() != ""
+            if reported and states and max(states) > third.stat().st_mtime:
+                break
+            time.sleep(0.2)
     finally:
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
     assert len(before) == 2, f"finished before the kill: {before}"
     (tmp_path / "gate").touch()
     (experiment_dir,) = (tmp_path / "runs").glob("killed-*")
-    time.sleep(2)  # let the cluster notice the dead driver and free its workers
+    # The cluster notices the dead driver and frees its workers' CPUs: wait until it has.
+    import ray
+
+    total = ray.cluster_resources().get("CPU", 0)
+    freed_by = time.monotonic() + 120
+    while ray.available_resources().get("CPU", 0) < total and time.monotonic() < freed_by:
+        time.sleep(0.2)
 
     resumed = subprocess.run(
         cli("--config", str(config), "--address", ray_cluster.address, "--resume"),
