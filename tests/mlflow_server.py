@@ -1,6 +1,7 @@
 """Start and stop a real, light ``mlflow server`` on 127.0.0.1 (tests and docs scripts)."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -9,11 +10,17 @@ import urllib.request
 from pathlib import Path
 
 
-def start_mlflow_server(root: Path, timeout_s: float = 90) -> tuple[subprocess.Popen, str]:
-    """Starts a server (SQLite backend, local artifacts under ``root``); returns it and its URI."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+def start_mlflow_server(
+    root: Path, timeout_s: float = 90, port: int | None = None
+) -> tuple[subprocess.Popen, str]:
+    """Starts a server (SQLite backend, local artifacts under ``root``); returns it and its URI.
+
+    ``port`` restarts a server where it was (same store, same URI); default a free port.
+    """
+    if port is None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
     env = {
         **os.environ,
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
@@ -28,7 +35,7 @@ def start_mlflow_server(root: Path, timeout_s: float = 90) -> tuple[subprocess.P
         ],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=(root / "server.log").open("w"),
+        stderr=(root / "server.log").open("a"),
         start_new_session=True,
     )  # fmt: skip
     uri = f"http://127.0.0.1:{port}"
@@ -46,7 +53,8 @@ def start_mlflow_server(root: Path, timeout_s: float = 90) -> tuple[subprocess.P
 
 
 def stop_mlflow_server(server: subprocess.Popen) -> None:
-    """SIGTERM to the server's process group, then wait for it."""
+    """SIGTERM to the server's process group (continued first, if stopped), then wait for it."""
     if server.poll() is None:
-        os.killpg(server.pid, 15)
+        os.killpg(server.pid, signal.SIGCONT)
+        os.killpg(server.pid, signal.SIGTERM)
     server.wait(timeout=20)

@@ -21,10 +21,10 @@ from versatil.cli_common import run_main
 from versatil.sweep.__main__ import build_parser, main
 from versatil.sweep.compress_cmd import build_compress_parser, compress_after_sweep
 from versatil.sweep.config import load_sweep, validate_sweep
-from versatil.sweep.int8_runs import SWEEP_RUN_TAG, int8_points
+from versatil.sweep.int8_runs import int8_points
 from versatil.sweep.report import load_report, render
 from versatil.sweep.runner import run_sweep
-from versatil.sweep.tracking import child_runs
+from versatil.sweep.tracking import child_runs, tags
 from versatil.training.checkpoint import load_for_inference
 from versatil.training.constants import PrecisionType
 from versatil.training.tasks import build_task
@@ -66,7 +66,7 @@ def reaching_sweep(ray_cluster, mlflow_server, tmp_path_factory):
 def int8_runs(client, outcome):
     runs = client.search_runs(
         [outcome.tracking.experiment_id],
-        filter_string=f"tags.`{SWEEP_RUN_TAG}` = '{outcome.tracking.parent_run_id}'",
+        filter_string=f"tags.`{tags.INT8_SWEEP_RUN}` = '{outcome.tracking.parent_run_id}'",
     )
     return {run.data.tags["versatil.int8.trial_id"]: run for run in runs}
 

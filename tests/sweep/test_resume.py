@@ -4,37 +4,26 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import yaml
 
+from tests.sweep.drivers import cli, gated_sweep, wait_cpus_freed
+from tests.sweep.exactly_once import assert_exactly_once
+
 
 def sweep_file(tmp_path):
-    data = {
-        "name": "killed",
-        "task": {
-            "name": "tests.sweep.gated_task:build",
-            "params": {
-                "n_episodes": 16,
-                "horizon": 10,
-                "width": 16,
-                "gate": str(tmp_path / "gate"),
-                "gated_lr": 0.003,
-            },
-        },
-        "space": {"lr": {"grid": [0.001, 0.002, 0.003, 0.004]}},
-        "max_concurrent_trials": 1,
-        "trainer": {"max_epochs": 3, "accelerator": "cpu"},
-        "storage_path": str(tmp_path / "runs"),
-    }
+    data = gated_sweep(
+        tmp_path,
+        "killed",
+        [0.001, 0.002, 0.003, 0.004],
+        gated_lr=0.003,
+        max_concurrent_trials=1,
+        trainer={"max_epochs": 3, "accelerator": "cpu"},
+    )
     path = tmp_path / "killed.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-def cli(*args):
-    return [sys.executable, "-m", "versatil.sweep", *args]
 
 
 def finished_trials(experiment_dir):
@@ -81,13 +70,7 @@ def test_resume_after_sigkill_reruns_nothing_finished(ray_cluster, tmp_path):
     assert len(before) == 2, f"finished before the kill: {before}"
     (tmp_path / "gate").touch()
     (experiment_dir,) = (tmp_path / "runs").glob("killed-*")
-    # The cluster notices the dead driver and frees its workers' CPUs: wait until it has.
-    import ray
-
-    total = ray.cluster_resources().get("CPU", 0)
-    freed_by = time.monotonic() + 120
-    while ray.available_resources().get("CPU", 0) < total and time.monotonic() < freed_by:
-        time.sleep(0.2)
+    wait_cpus_freed()  # the cluster notices the dead driver and frees its workers' CPUs
 
     resumed = subprocess.run(
         cli("--config", str(config), "--address", ray_cluster.address, "--resume"),
@@ -118,6 +101,7 @@ def test_resume_after_sigkill_reruns_nothing_finished(ray_cluster, tmp_path):
     )
     assert len(children) == 4
     assert {c.data.tags["versatil.status"] for c in children} == {"completed"}
+    assert_exactly_once(experiment_dir)
     assert parent.info.status == "FINISHED"
 
 

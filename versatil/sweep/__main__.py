@@ -35,18 +35,23 @@ def build_report_parser() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m versatil.sweep``; its help ends with the subcommands'."""
     from versatil.sweep.compress_cmd import build_compress_parser
+    from versatil.sweep.sync_cmd import build_sync_parser
 
-    report_help = build_report_parser().format_help()
-    compress_help = build_compress_parser().format_help()
+    helps = [
+        build_report_parser().format_help(),
+        build_compress_parser().format_help(),
+        build_sync_parser().format_help(),
+    ]
     parser = argparse.ArgumentParser(
         prog="python -m versatil.sweep",
         description="Sweep precision, compile mode, matmul precision and params with Ray Tune.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="subcommands:\n  report   compare a finished sweep's trials (read from MLflow)\n"
-        "  compress INT8-quantize a sweep's winners, logged beside their trials\n\n"
-        + "\n".join(f"  {line}".rstrip() for line in report_help.splitlines())
-        + "\n\n"
-        + "\n".join(f"  {line}".rstrip() for line in compress_help.splitlines()),
+        "  compress INT8-quantize a sweep's winners, logged beside their trials\n"
+        "  sync     backfill a sweep's MLflow runs from Tune's records\n\n"
+        + "\n\n".join(
+            "\n".join(f"  {line}".rstrip() for line in text.splitlines()) for text in helps
+        ),
     )
     parser.add_argument(
         "--config",
@@ -128,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         from versatil.sweep.compress_cmd import compress_main
 
         return compress_main(argv[1:])
+    if argv[:1] == ["sync"]:
+        from versatil.sweep.sync_cmd import sync_main
+
+        return sync_main(argv[1:])
     args = parse_args(argv)
     from versatil.sweep.config import load_sweep
 
@@ -140,21 +149,34 @@ def main(argv: list[str] | None = None) -> int:
 
         print_dry_run(config)
         return 0
-    from versatil.sweep.report import load_report, log_report, render
+    from versatil.sweep.report import SweepReport, load_report, log_report, render, write_plots
     from versatil.sweep.runner import run_sweep
 
     outcome = run_sweep(
         config, address=args.address, resume=args.resume, tracking_uri=args.tracking_uri
     )
     tracking = outcome.tracking
-    from versatil.sweep.compress_cmd import compress_after_sweep
+    compressed = None
+    if outcome.gap is None:
+        from versatil.sweep.compress_cmd import compress_after_sweep
 
-    compressed = compress_after_sweep(config, outcome)
-    # The summary is the report: read back from MLflow, with the same table and plots.
-    report = load_report(tracking.tracking_uri, config.experiment_name, tracking.parent_run_id)
-    print()
-    print(render(report, "table"))
-    plots = log_report(report, outcome.experiment_dir / "report")
+        compressed = compress_after_sweep(config, outcome)
+        # The summary is the report: read back from MLflow, with the same table and plots.
+        report = load_report(tracking.tracking_uri, config.experiment_name, tracking.parent_run_id)
+        print()
+        print(render(report, "table"))
+        plots = log_report(report, outcome.experiment_dir / "report")
+    else:  # the store did not answer: the same report from Tune's records
+        report = SweepReport(
+            tracking,
+            config.objective.mode,
+            outcome.rows,
+            config.objective.objectives,
+            config.objective.tolerance,
+        )
+        print()
+        print(render(report, "table"))
+        plots = write_plots(report, outcome.experiment_dir / "report")
     print()
     counts = {}
     for row in outcome.rows:
@@ -163,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(outcome.rows)} trials in {outcome.wall_s:.1f}s: "
         + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     )
+    if outcome.gap is not None:
+        print(f"warning: {outcome.gap.message()}", file=sys.stderr)
+        if config.post_training.selection() is not None:
+            print("warning: post_training was skipped: it logs to MLflow", file=sys.stderr)
     if outcome.best is None:
         print("no trial produced a finite objective", file=sys.stderr)
         return 1

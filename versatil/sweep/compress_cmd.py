@@ -44,8 +44,6 @@ __all__ = [
 
 CHECKPOINT_ARTIFACT = "checkpoint"
 """Where a trial run holds its checkpoint directory (``tracking.log_checkpoint``)."""
-EXPERIMENT_DIR_TAG = "versatil.experiment_dir"
-"""The parent run's tag naming the sweep's Tune experiment directory."""
 _PROGRESS_BAR = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 
 
@@ -283,15 +281,15 @@ def compress_sweep(
     from mlflow.tracking import MlflowClient
 
     from versatil.sweep.int8_runs import compressed_dir, int8_rows, log_int8_run
-    from versatil.sweep.tracking import TRIAL_ID_TAG, child_runs
+    from versatil.sweep.tracking import child_runs, tags
 
     stream = stream if stream is not None else sys.stdout
     report = _load(tracking_uri, experiment, parent_run_id)
     chosen = _choose(report, experiment, selection)
     context = report.context
     client = MlflowClient(tracking_uri=tracking_uri)
-    runs = {r.data.tags.get(TRIAL_ID_TAG): r for r in child_runs(client, context)}
-    experiment_dir = client.get_run(context.parent_run_id).data.tags.get(EXPERIMENT_DIR_TAG)
+    runs = {r.data.tags.get(tags.TRIAL_ID): r for r in child_runs(client, context)}
+    experiment_dir = client.get_run(context.parent_run_id).data.tags.get(tags.EXPERIMENT_DIR)
     checkpoints = [
         locate_checkpoint(client, runs[row.trial_id], experiment_dir, row.trial_id)
         for row in chosen

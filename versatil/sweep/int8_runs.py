@@ -19,15 +19,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from versatil.sweep.tracking import PARENT_TAG, TrackingContext
+from versatil.sweep.tracking import TrackingContext, tags
 from versatil.tables import format_table
 
 __all__ = [
-    "BACKEND_TAG",
     "INT8_LEGEND",
-    "SOURCE_TAG",
-    "SWEEP_RUN_TAG",
-    "TRIAL_TAG",
     "Int8Point",
     "Int8Row",
     "compressed_dir",
@@ -37,17 +33,6 @@ __all__ = [
     "int8_table",
     "log_int8_run",
 ]
-
-TRIAL_TAG = "versatil.int8.trial_id"
-"""The trial an INT8 run compresses."""
-SWEEP_RUN_TAG = "versatil.int8.sweep_run_id"
-"""The sweep's parent run: the report finds a sweep's INT8 runs by it."""
-BACKEND_TAG = "versatil.int8.backend"
-"""The library that quantized: ``torchao`` or ``torch.ao``."""
-SOURCE_TAG = "versatil.int8.checkpoint_source"
-"""Where the trained checkpoint came from: an MLflow artifact URI or a storage path."""
-FALLBACK_TAG = "versatil.int8.fallback_reason"
-"""Why torchao was not used, when it was tried first."""
 
 
 def int8_metrics(result: Any) -> dict[str, float]:
@@ -91,17 +76,17 @@ def log_int8_run(
 
     from versatil.quantization.backends import quantization_info
 
-    tags = {
-        PARENT_TAG: trial_run.info.run_id,
-        TRIAL_TAG: trial_id,
-        SWEEP_RUN_TAG: context.parent_run_id,
-        BACKEND_TAG: result.backend.value,
-        SOURCE_TAG: source[:5000],
+    run_tags = {
+        tags.PARENT: trial_run.info.run_id,
+        tags.INT8_TRIAL: trial_id,
+        tags.INT8_SWEEP_RUN: context.parent_run_id,
+        tags.INT8_BACKEND: result.backend.value,
+        tags.INT8_SOURCE: source[:5000],
     }
     if result.fallback_reason:
-        tags[FALLBACK_TAG] = result.fallback_reason[:5000]
+        run_tags[tags.INT8_FALLBACK] = result.fallback_reason[:5000]
     name = f"{trial_run.info.run_name or trial_id}/int8"
-    run = client.create_run(context.experiment_id, run_name=name, tags=tags)
+    run = client.create_run(context.experiment_id, run_name=name, tags=run_tags)
     run_id = run.info.run_id
     info = quantization_info(result.backend)
     params = {
@@ -146,7 +131,7 @@ def int8_rows(client: Any, context: TrackingContext) -> list[Int8Row]:
     """The sweep's INT8 runs, the latest per trial, in trial order."""
     runs = client.search_runs(
         [context.experiment_id],
-        filter_string=f"tags.`{SWEEP_RUN_TAG}` = '{context.parent_run_id}'",
+        filter_string=f"tags.`{tags.INT8_SWEEP_RUN}` = '{context.parent_run_id}'",
         order_by=["attributes.start_time DESC"],
         max_results=10_000,
     )
@@ -154,16 +139,16 @@ def int8_rows(client: Any, context: TrackingContext) -> list[Int8Row]:
     for run in runs:
         if run.info.status != "FINISHED":
             continue
-        tags = run.data.tags
-        trial_id = tags.get(TRIAL_TAG, "")
+        held = run.data.tags
+        trial_id = held.get(tags.INT8_TRIAL, "")
         latest.setdefault(
             trial_id,
             Int8Row(
                 trial_id=trial_id,
                 run_id=run.info.run_id,
-                parent_run_id=tags.get(PARENT_TAG, ""),
-                backend=tags.get(BACKEND_TAG, ""),
-                source=tags.get(SOURCE_TAG, ""),
+                parent_run_id=held.get(tags.PARENT, ""),
+                backend=held.get(tags.INT8_BACKEND, ""),
+                source=held.get(tags.INT8_SOURCE, ""),
                 metrics=dict(run.data.metrics),
             ),
         )

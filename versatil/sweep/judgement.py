@@ -18,14 +18,10 @@ from versatil.sweep.summary import (
     summary_marks,
     summary_table,
 )
+from versatil.sweep.tracking import tags
 from versatil.sweep.verdict import Verdict, make_verdict, verdict_table
 
 __all__ = ["Judgement", "judge", "summary_text"]
-
-PARETO_TAG = "versatil.pareto"
-PARETO_RANK_TAG = "versatil.pareto_rank"
-PARETO_LEVEL_TAG = "versatil.pareto_level"
-VERDICT_TAG = "versatil.verdict"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,14 +47,14 @@ class Judgement:
         if self.ranking is None:
             return {}
         ranking = self.ranking
-        tags = {t: {PARETO_TAG: "false"} for t in ranking.left_out}
+        out = {t: {tags.PARETO: "false"} for t in ranking.left_out}
         for trial, place in ranking.rank.items():
-            tags[trial] = {
-                PARETO_TAG: str(ranking.level[trial] == 1).lower(),
-                PARETO_RANK_TAG: str(place),
-                PARETO_LEVEL_TAG: str(ranking.level[trial]),
+            out[trial] = {
+                tags.PARETO: str(ranking.level[trial] == 1).lower(),
+                tags.PARETO_RANK: str(place),
+                tags.PARETO_LEVEL: str(ranking.level[trial]),
             }
-        return tags
+        return out
 
 
 def judge(

@@ -21,15 +21,7 @@ from versatil.sweep.front_plot import ExtraPoint, plot_front
 from versatil.sweep.int8_runs import INT8_LEGEND, Int8Row, int8_rows, int8_table
 from versatil.sweep.judgement import judge, summary_text
 from versatil.sweep.summary import SETTINGS_COLUMNS, THROUGHPUT_COLUMNS, TrialRow
-from versatil.sweep.tracking import (
-    AXES_TAG,
-    OBJECTIVES_TAG,
-    STATUS_TAG,
-    TOLERANCE_TAG,
-    TRIAL_ID_TAG,
-    TrackingContext,
-    child_runs,
-)
+from versatil.sweep.tracking import TrackingContext, child_runs, tags
 from versatil.sweep.verdict import verdict_table
 from versatil.tables import format_table
 
@@ -96,7 +88,7 @@ def load_report(
     if parent_run_id is None:
         parents = client.search_runs(
             [found.experiment_id],
-            filter_string="tags.`versatil.objective` != ''",
+            filter_string=f"tags.`{tags.OBJECTIVE}` != ''",
             order_by=["attributes.start_time DESC"],
             max_results=1,
         )
@@ -105,7 +97,7 @@ def load_report(
         parent = parents[0]
     else:
         parent = client.get_run(parent_run_id)
-    objective = parent.data.tags["versatil.objective"]
+    objective = parent.data.tags[tags.OBJECTIVE]
     context = TrackingContext(
         tracking_uri=tracking_uri,
         experiment_id=found.experiment_id,
@@ -118,7 +110,7 @@ def load_report(
         value = metrics.get(objective)
         history = client.get_metric_history(run.info.run_id, objective) if value is not None else []
         params = run.data.params
-        names = run.data.tags.get(AXES_TAG)
+        names = run.data.tags.get(tags.AXES)
         axes = {
             k: v if k in SETTINGS_COLUMNS else _number(v)
             for k, v in params.items()
@@ -126,21 +118,21 @@ def load_report(
         }
         rows.append(
             TrialRow(
-                trial_id=run.data.tags.get(TRIAL_ID_TAG, run.info.run_id),
+                trial_id=run.data.tags.get(tags.TRIAL_ID, run.info.run_id),
                 axes=axes,
-                status=TrialStatus(run.data.tags.get(STATUS_TAG, TrialStatus.RUNNING)),
+                status=TrialStatus(run.data.tags.get(tags.STATUS, TrialStatus.RUNNING)),
                 objective=value,
                 metrics=metrics,
                 # A retried epoch is logged again at the same step: count it once.
                 epochs=len({m.step for m in history}),
-                reason=run.data.tags.get("versatil.reason", ""),
+                reason=run.data.tags.get(tags.REASON, ""),
             )
         )
     rows.sort(key=lambda r: r.trial_id)
-    tags = parent.data.tags
-    mode = tags.get("versatil.mode", "min")
-    objectives = [tuple(o) for o in json.loads(tags.get(OBJECTIVES_TAG, "[]"))]
-    tolerance = float(tags.get(TOLERANCE_TAG, 0.01))
+    held = parent.data.tags
+    mode = held.get(tags.MODE, "min")
+    objectives = [tuple(o) for o in json.loads(held.get(tags.OBJECTIVES, "[]"))]
+    tolerance = float(held.get(tags.TOLERANCE, 0.01))
     report = SweepReport(context, mode, rows, objectives or None, tolerance)
     report.int8 = int8_rows(client, context)
     return report

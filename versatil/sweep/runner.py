@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import logging
 import os
 import sys
@@ -21,18 +22,26 @@ from versatil.errors import ConfigError, ServiceError
 from versatil.status import TrialStatus
 from versatil.sweep.checks import check_storage, check_task
 from versatil.sweep.config import NumericAxis, SweepConfig
-from versatil.sweep.judgement import VERDICT_TAG, Judgement, judge, summary_text
+from versatil.sweep.judgement import Judgement, judge
 from versatil.sweep.result_keys import OBJECTIVE_MISSING, REASON, STATUS
 from versatil.sweep.space import build_param_space, numeric_domain
 from versatil.sweep.summary import TrialRow
 from versatil.sweep.tracking import (
+    SweepEnd,
     SweepTracker,
     TrackingContext,
+    TrackingGap,
+    backfill,
     check_server,
+    close_sweep,
     default_tracking_uri,
     open_sweep_run,
 )
 from versatil.sweep.trial import run_trial
+from versatil.sweep.tune_records import make_row, read_trials
+
+SWEEP_FILE = "sweep.yaml"
+"""In the experiment directory: the sweep as it ran (``sync`` reads it back)."""
 
 __all__ = ["SweepOutcome", "connect_ray", "experiment_dirs", "rows_from_results", "run_sweep"]
 
@@ -48,6 +57,8 @@ class SweepOutcome:
         wall_s: Seconds from start to the last trial's end.
         tracking: Where the sweep's MLflow runs are.
         judgement: The best trial, the Pareto ranking and the verdict.
+        gap: What is not in the tracking store yet (it did not answer at the end), or
+            ``None`` when everything is there.
     """
 
     experiment_dir: Path
@@ -56,6 +67,7 @@ class SweepOutcome:
     wall_s: float
     tracking: TrackingContext
     judgement: Judgement | None = None
+    gap: TrackingGap | None = None
 
 
 def connect_ray(address: str | None) -> None:
@@ -213,27 +225,18 @@ def rows_from_results(results: Any, config: SweepConfig) -> list[TrialRow]:
     rows = []
     for result in results:
         metrics = dict(result.metrics or {})
-        status = TrialStatus(metrics.get(STATUS, TrialStatus.FAILED))
+        error = None
         if result.error is not None:
-            status = TrialStatus.FAILED
-        elif status == TrialStatus.RUNNING:
-            status = TrialStatus.STOPPED  # the scheduler ended it before max_epochs
-        reason = metrics.get(REASON, "")
-        if result.error is not None and not reason:
-            reason = str(result.error).strip().splitlines()[-1][:200]
-        objective = metrics.get(config.objective.metric)
+            error = str(result.error).strip() or type(result.error).__name__
         rows.append(
-            TrialRow(
+            make_row(
                 trial_id=metrics.get("trial_id") or Path(result.path).name,
-                axes={k: (result.config or {}).get(k) for k in config.space},
-                status=status,
-                objective=float(objective) if objective is not None else None,
+                config=result.config or {},
                 metrics=metrics,
-                epochs=int(metrics.get("epoch", -1)) + 1 if "epoch" in metrics else 0,
-                reason=reason,
-                checkpoint=(
-                    result.checkpoint.path if result.checkpoint else metrics.get("checkpoint_path")
-                ),
+                error=error,
+                checkpoint=result.checkpoint.path if result.checkpoint else None,
+                axes=list(config.space),
+                objective=config.objective.metric,
             )
         )
     return sorted(rows, key=lambda r: r.trial_id)
@@ -290,6 +293,10 @@ def run_sweep(
         experiment_dir = storage / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     uri = tracking_uri or config.mlflow.tracking_uri or default_tracking_uri(storage)
     check_server(uri)
+    sweep_yaml = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    if not resume:  # what `sync` reads back: the sweep as validated, overrides applied
+        experiment_dir.mkdir(parents=True, exist_ok=True)
+        (experiment_dir / SWEEP_FILE).write_text(sweep_yaml)
     # Opening MLflow (imports, a new store's schema) overlaps starting Ray, Tune and the
     # first workers' imports: the driver logs the first result only seconds later.
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow")
@@ -299,7 +306,7 @@ def run_sweep(
         experiment=config.experiment_name,
         experiment_dir=experiment_dir,
         storage_dir=storage,
-        sweep_yaml=yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False),
+        sweep_yaml=sweep_yaml,
         objective=config.objective.metric,
         mode=config.objective.mode,
         objectives=config.objective.objectives,
@@ -307,7 +314,7 @@ def run_sweep(
     )
     pool.shutdown(wait=False)
     connect_ray(address)
-    sweep_tracker = SweepTracker(opening, config)
+    sweep_tracker = SweepTracker(opening, config, experiment_dir)
     resources = config.resources
     # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
     distributed = resources.workers_per_trial > 1
@@ -323,19 +330,17 @@ def run_sweep(
     progress = ProgressPrinter(config, stream)
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
-    all_callbacks = [
-        progress.callback,
-        sweep_tracker.callback(),
-        CSVLoggerCallback(),
-        JsonLoggerCallback(),
-        *callbacks,
-    ]
+    from versatil.sweep.driver_callbacks import DriverCallbacks, registered
+
+    live_callbacks = [progress.callback, sweep_tracker.callback(), *callbacks]
     if resume:
+        # A restored Tuner keeps its pickled callbacks: DriverCallbacks among them forwards
+        # to this driver's live ones. First, what the last driver left out of MLflow.
+        records = read_trials(experiment_dir)
+        sweep_tracker.submit(functools.partial(backfill, close=True), sweep_tracker, records)
         tuner = tune.Tuner.restore(
             str(experiment_dir), trainable, resume_unfinished=True, resume_errored=True
         )
-        # Restored tuners keep their RunConfig; progress and tracking callbacks are new.
-        tuner._local_tuner._run_config.callbacks = all_callbacks
     else:
         name = experiment_dir.name
         tuner = tune.Tuner(
@@ -357,7 +362,11 @@ def run_sweep(
             run_config=tune.RunConfig(
                 name=name,
                 storage_path=str(storage),
-                callbacks=all_callbacks,
+                callbacks=[
+                    DriverCallbacks(experiment_dir.name),
+                    CSVLoggerCallback(),
+                    JsonLoggerCallback(),
+                ],
                 # PBT exploits other trials' older checkpoints: keep them all there.
                 checkpoint_config=tune.CheckpointConfig(
                     num_to_keep=None if config.scheduler.type == "pbt" else 2
@@ -372,7 +381,8 @@ def run_sweep(
     # Tune warns about every trial without results; the summary reports those trials.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     try:
-        results = tuner.fit()
+        with registered(experiment_dir.name, live_callbacks):
+            results = tuner.fit()
     except tune.TuneError:
         _ = sweep_tracker.context  # MLflow never opened: raises its one-line error
         raise
@@ -382,13 +392,8 @@ def run_sweep(
         rows = [r if STATUS in r.metrics else _not_run(r) for r in rows]
     judgement = judge(rows, config.objective.objectives, config.objective.tolerance)
     best = judgement.best
-    sweep_tracker.finish_sweep(
-        rows,
-        best,
-        summary_text(rows, judgement),
-        child_tags=judgement.child_tags(),
-        parent_tags={VERDICT_TAG: judgement.verdict.text},
-    )
+    end = SweepEnd.judged(rows, judgement)
+    gap = close_sweep(sweep_tracker, rows, read_trials(experiment_dir), end, sync_command(config))
     if missing is not None:
         ran = sum(STATUS in r.metrics for r in rows)
         raise ConfigError(
@@ -403,4 +408,10 @@ def run_sweep(
         wall_s=time.perf_counter() - start,
         tracking=sweep_tracker.context,
         judgement=judgement,
+        gap=gap,
     )
+
+
+def sync_command(config: SweepConfig) -> str:
+    """The command that backfills this sweep's runs from its storage path."""
+    return f"python -m versatil.sweep sync {config.name} --storage-path {config.storage_dir()}"

@@ -1,0 +1,59 @@
+"""Sweep drivers as separate processes, for tests that kill them."""
+
+import subprocess
+import sys
+import time
+
+BOUND_S = 240
+
+
+def cli(*args):
+    """The sweep CLI as a command line."""
+    return [sys.executable, "-m", "versatil.sweep", *args]
+
+
+def wait_for(condition, what, bound_s=BOUND_S):
+    """Polls ``condition`` until true; fails naming ``what`` after ``bound_s``."""
+    deadline = time.monotonic() + bound_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {bound_s} s: {what}")
+        time.sleep(0.2)
+
+
+def wait_cpus_freed():
+    """Waits until the cluster has noticed a dead driver and freed its workers' CPUs."""
+    import ray
+
+    total = ray.cluster_resources().get("CPU", 0)
+    wait_for(lambda: ray.available_resources().get("CPU", 0) >= total, "the CPUs freed", 120)
+
+
+def run(args, timeout_s=300):
+    """Runs a driver to its end; returns the finished process."""
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+
+
+def gated_sweep(tmp_path, name, lrs, *, gated_lr=None, gated_epoch=1, **fields):
+    """A sweep of ``tests.sweep.gated_task`` over ``lrs``, as a dict; its gate is ``tmp_path/gate``.
+
+    The trial of ``gated_lr`` (default the first lr) waits at epoch ``gated_epoch``'s start
+    until the gate exists. ``fields`` are further top-level fields of the sweep.
+    """
+    return {
+        "name": name,
+        "task": {
+            "name": "tests.sweep.gated_task:build",
+            "params": {
+                "n_episodes": 16,
+                "horizon": 10,
+                "width": 16,
+                "gate": str(tmp_path / "gate"),
+                "gated_lr": lrs[0] if gated_lr is None else gated_lr,
+                "gated_epoch": gated_epoch,
+            },
+        },
+        "space": {"lr": {"grid": list(lrs)}},
+        "storage_path": str(tmp_path / "runs"),
+        **fields,
+    }

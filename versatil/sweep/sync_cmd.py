@@ -1,0 +1,137 @@
+"""``python -m versatil.sweep sync NAME``: a sweep's MLflow runs reconciled with its storage.
+
+What Tune recorded in the storage path (every result, every trial's end) is the source of
+truth; ``sync`` logs whatever the runs lack (epochs a killed driver or an outage left
+out, runs never opened or never ended), each once, and when every trial is over ends the
+parent run with its summary, as the end of the sweep would have. It is safe at any time:
+while a sweep runs, it backfills and leaves running trials open.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import TextIO
+
+import yaml
+
+from versatil.errors import ConfigError
+
+__all__ = ["SyncOutcome", "build_sync_parser", "sync_experiment", "sync_main"]
+
+
+def build_sync_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m versatil.sweep sync``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m versatil.sweep sync",
+        description="Backfill a sweep's MLflow runs from Tune's records in its storage path: "
+        "every epoch once, every ended trial's run closed, the parent run ended.",
+    )
+    parser.add_argument("sweep", help="the sweep's name (its runs are NAME-<time> directories)")
+    parser.add_argument("--storage-path", default="runs/sweeps", help="the sweep's storage path")
+    parser.add_argument(
+        "--tracking-uri", default=None, help="default: the store the sweep recorded"
+    )
+    return parser
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncOutcome:
+    """What ``sync`` did to one sweep invocation's runs.
+
+    Attributes:
+        experiment_dir: The invocation's Tune experiment directory.
+        epochs: (trial id, epoch) pairs logged now.
+        runs_created: Trials whose run did not exist.
+        runs_ended: Trials whose run got its final status now.
+        running: Trials Tune has not recorded as over; their runs stay open.
+        parent_ended: Whether the parent run was ended (every trial over).
+    """
+
+    experiment_dir: Path
+    epochs: list[tuple[str, int]]
+    runs_created: list[str]
+    runs_ended: list[str]
+    running: list[str]
+    parent_ended: bool
+
+    def line(self) -> str:
+        """One line for the console."""
+        runs = len({trial for trial, _ in self.epochs})
+        parts = ["nothing missing"]
+        if self.epochs or self.runs_created or self.runs_ended:
+            parts = [
+                f"{len(self.epochs)} epochs backfilled in {runs} runs"
+                + (f" ({len(self.runs_created)} created)" if self.runs_created else ""),
+                f"{len(self.runs_ended)} runs ended",
+            ]
+        if self.running:
+            parts.append(f"{len(self.running)} trials still running (runs left open)")
+        parts.append("parent run ended" if self.parent_ended else "parent run left open")
+        return f"{self.experiment_dir.name}: " + ", ".join(parts)
+
+
+def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> SyncOutcome:
+    """Reconciles one sweep invocation's runs with Tune's records in ``experiment_dir``."""
+    from versatil.status import TrialStatus
+    from versatil.sweep.config import validate_sweep
+    from versatil.sweep.judgement import judge
+    from versatil.sweep.runner import SWEEP_FILE
+    from versatil.sweep.tracking import SweepEnd, SweepTracker, backfill, reopen_sweep_run
+    from versatil.sweep.tracking.reconcile import close_runs
+    from versatil.sweep.tune_records import read_trials, rows_from_records
+
+    sweep_file = experiment_dir / SWEEP_FILE
+    if not sweep_file.is_file():
+        raise ConfigError(
+            f"sync: {experiment_dir} holds no {SWEEP_FILE}: it was not written by this "
+            "version of versatil"
+        )
+    config = validate_sweep(yaml.safe_load(sweep_file.read_text()))
+    tracker = SweepTracker(reopen_sweep_run(experiment_dir, tracking_uri), config)
+    records = read_trials(experiment_dir)
+    done = backfill(tracker, records, close=False)
+    rows = rows_from_records(records, config)
+    running = [row.trial_id for row in rows if row.status == TrialStatus.RUNNING]
+    judgement = judge(rows, config.objective.objectives, config.objective.tolerance)
+    before = {t for t, child in tracker.children.items() if child.ended}
+    parent_ended = close_runs(tracker, rows, records, SweepEnd.judged(rows, judgement))
+    ended = sorted(t for t, child in tracker.children.items() if child.ended and t not in before)
+    return SyncOutcome(
+        experiment_dir=experiment_dir,
+        epochs=done.epochs,
+        runs_created=done.runs_created,
+        runs_ended=ended,
+        running=running,
+        parent_ended=parent_ended,
+    )
+
+
+def sync_main(argv: list[str], stream: TextIO | None = None) -> int:
+    """``sync``: every invocation of the sweep under the storage path, oldest first."""
+    args = build_sync_parser().parse_args(argv)
+    from versatil.sweep.config import check_name
+    from versatil.sweep.tracking import PARENT_FILE
+
+    stream = stream if stream is not None else sys.stdout
+    check_name("sync: sweep", args.sweep)
+    storage = Path(args.storage_path).resolve()
+    found = sorted(p.parent for p in storage.glob(f"{args.sweep}-2*/{PARENT_FILE}"))
+    if not found:
+        names = sorted({p.parent.name.rsplit("-", 2)[0] for p in storage.glob(f"*/{PARENT_FILE}")})
+        raise ConfigError(
+            f"sync: no run of sweep {args.sweep!r} under {storage}; choose from "
+            f"{', '.join(names) or 'none (run a sweep first, or give its --storage-path)'}"
+        )
+    from mlflow.exceptions import MlflowException
+
+    for experiment_dir in found:
+        try:
+            outcome = sync_experiment(experiment_dir, args.tracking_uri)
+        except MlflowException as error:
+            reason = " ".join(str(error).split())[:500]
+            raise ConfigError(f"sync: {experiment_dir.name}: MLflow failed: {reason}") from None
+        print(outcome.line(), file=stream)
+    return 0

@@ -1,0 +1,237 @@
+"""A trial's child run: its params, its epochs (each step logged once) and its end."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from versatil.status import TrialStatus
+from versatil.sweep.result_keys import EPOCH, HPARAMS, flatten, metric_items
+from versatil.sweep.tracking import tags
+from versatil.sweep.tracking.store import TrackingContext, find_child_run
+
+__all__ = ["ChildRun", "log_checkpoint", "mlflow_key", "run_name", "trial_params"]
+
+# MLflow's limits on one request and on a param (mlflow.utils.validation).
+MAX_PARAMS_PER_BATCH = 100
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAM_VALUE = 6000
+MAX_KEY = 250
+
+
+def _derived_params(config: Any) -> dict[str, str]:
+    precision = config.precision
+    try:
+        dtype = precision.model_dtype_name()
+    except NotImplementedError:
+        dtype = "none"
+    return {
+        "model_dtype": dtype,
+        "autocast": str(precision.is_mixed()).lower(),
+        "should_convert_model": str(precision.should_convert_model()).lower(),
+    }
+
+
+def trial_params(axes: Mapping[str, Any], config: Any | None) -> dict[str, str]:
+    """A trial's MLflow params: its axes, the settings, the task and every task param.
+
+    Task params (fixed and swept) are flattened with dots (``optim.lr``); the settings
+    are logged by enum value, and ``model_dtype``, ``autocast``, ``should_convert_model``
+    say what they mean for inference.
+    """
+    params = flatten(dict(axes))
+    if config is not None:
+        params.update(flatten(config.params))
+        params.update(flatten(config.settings.to_config()))
+        params.update(_derived_params(config), task=config.task)
+    return params
+
+
+def run_name(axes: Mapping[str, Any], fallback: str) -> str:
+    """What sets a trial apart, for the UI's run list: ``bf16-mixed/default/lr=0.003``.
+
+    The settings axes come first by value (an eager trial's compile mode reads ``eager``),
+    then every other axis as ``name=value``.
+    """
+    from versatil.sweep.config import ENUM_AXES, NONE
+
+    parts = []
+    for name in ENUM_AXES:
+        if name in axes:
+            value = axes[name]
+            if value in (None, NONE):
+                value = "eager" if name == "compile_mode" else f"{name}=none"
+            parts.append(str(value))
+    for name, value in axes.items():
+        if name not in ENUM_AXES:
+            text = f"{value:.4g}" if isinstance(value, float) else str(value)
+            parts.append(f"{name}={text}")
+    return "/".join(parts)[:MAX_KEY] or fallback
+
+
+def mlflow_key(name: str) -> str:
+    """``name`` with the characters MLflow rejects in a key replaced by ``_``, cut to length."""
+    allowed = set("_-. /")
+    return "".join(c if c.isalnum() or c in allowed else "_" for c in name)[:MAX_KEY]
+
+
+def _fit_params(params: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Params within MLflow's limits: long values truncated (and named), long keys cut."""
+    fitted: dict[str, str] = {}
+    truncated = []
+    for key, value in params.items():
+        if len(value) > MAX_PARAM_VALUE:
+            note = f"... [truncated from {len(value)} characters]"
+            value = value[: MAX_PARAM_VALUE - len(note)] + note
+            truncated.append(key)
+        fitted[mlflow_key(key)] = value
+    return fitted, truncated
+
+
+class ChildRun:
+    """A trial's child run under the sweep's parent run.
+
+    Attributes:
+        run_id: The MLflow run id.
+        params: The params the run holds (MLflow params cannot change once logged).
+        steps: The steps each metric holds: MLflow keeps every value logged, so a step
+            already there (an epoch Tune reports again after a restore, or one a backfill
+            finds missing) is never logged twice.
+        ended: Whether the run holds its trial's final status.
+    """
+
+    def __init__(self, client: Any, run_id: str, params: Mapping[str, str] | None = None) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.params: dict[str, str] = dict(params or {})
+        self.steps: dict[str, set[int]] = {}
+        self.ended = False
+
+    def load_steps(self, metrics: Iterable[str]) -> None:
+        """Reads which steps the run already holds for each of ``metrics``."""
+        for name in metrics:
+            history = self.client.get_metric_history(self.run_id, name)
+            self.steps[name] = {m.step for m in history}
+
+    def holds(self, step: int) -> bool:
+        """Whether every metric the run has holds ``step`` (an epoch fully logged)."""
+        return bool(self.steps) and all(step in held for held in self.steps.values())
+
+    @classmethod
+    def open(
+        cls,
+        client: Any,
+        context: TrackingContext,
+        *,
+        trial_id: str,
+        trial_name: str,
+        axes: Mapping[str, Any],
+        config: Any | None,
+    ) -> ChildRun:
+        """Continues the trial's run if one exists, else creates it with its params.
+
+        Args:
+            client: An ``MlflowClient`` for ``context.tracking_uri``.
+            context: The sweep's parent run.
+            trial_id: Tune's trial id, the ``versatil.trial_id`` tag.
+            trial_name: Tune's trial name, the ``versatil.trial_name`` tag.
+            axes: The trial's values of the sweep's axes.
+            config: The trial's resolved ``TrainConfig``, or ``None`` when its axes do not
+                make one (the run then holds the axes alone).
+        """
+        existing = find_child_run(client, context, trial_id)
+        if existing is not None:  # a retry, a resume, a backfill or a PBT exploit: same run
+            child = cls(client, existing.info.run_id, existing.data.params)
+            child.load_steps(existing.data.metrics)
+            child.ended = existing.info.status != "RUNNING"
+            return child
+        run = client.create_run(
+            context.experiment_id,
+            run_name=run_name(axes, trial_name),
+            tags={
+                tags.PARENT: context.parent_run_id,
+                tags.TRIAL_ID: trial_id,
+                tags.TRIAL_NAME: trial_name,
+                tags.AXES: ",".join(axes),
+                tags.STATUS: TrialStatus.RUNNING,
+            },
+        )
+        child = cls(client, run.info.run_id)
+        child.log_params(trial_params(axes, config))
+        if config is not None:
+            import yaml
+
+            client.log_text(
+                child.run_id, yaml.safe_dump(config.to_yaml_dict(), sort_keys=False), "config.yaml"
+            )
+        return child
+
+    def reopen(self) -> None:
+        """Marks an ended run RUNNING again: its trial goes on (a retry, a resume)."""
+        if self.ended:
+            self.client.update_run(self.run_id, status="RUNNING")
+            self.ended = False
+
+    def log_params(self, params: Mapping[str, str]) -> None:
+        """Logs the params the run does not hold yet, in batches MLflow accepts.
+
+        A name the run already holds with another value (a module hyperparameter named
+        like a task param) is logged as ``hparams.NAME`` instead: params cannot change.
+        """
+        from mlflow.entities import Param
+
+        fitted, truncated = _fit_params(params)
+        new = {}
+        for key, value in fitted.items():
+            held = self.params.get(key)
+            if held is not None and held != value:
+                key = mlflow_key(f"{HPARAMS}.{key}")
+                held = self.params.get(key)
+            if held is None:
+                new[key] = value
+        items = [Param(k, v) for k, v in new.items()]
+        for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=items[start : start + MAX_PARAMS_PER_BATCH])
+        self.params.update(new)
+        if truncated:
+            self.client.set_tag(self.run_id, tags.TRUNCATED_PARAMS, ", ".join(truncated)[:5000])
+
+    def log_epoch(self, result: Mapping[str, Any]) -> int:
+        """Logs every metric of one epoch's result with the epoch as step; returns how many.
+
+        Every numeric key that is not bookkeeping is a metric: what the module logged
+        (``self.log``), versatil's throughput and memory, and the optimizer's values.
+        The module's hyperparameters, in a fit's first result, become params. A
+        (metric, step) the run already holds is skipped.
+        """
+        from mlflow.entities import Metric
+
+        if isinstance(result.get(HPARAMS), Mapping):
+            self.log_params(result[HPARAMS])
+        step = int(result.get(EPOCH, 0))
+        now = int(time.time() * 1000)
+        batch = [
+            Metric(name, v, now, step)
+            for name, v in ((mlflow_key(k), v) for k, v in metric_items(result))
+            if step not in self.steps.get(name, ())
+        ]
+        for start in range(0, len(batch), MAX_METRICS_PER_BATCH):
+            chunk = batch[start : start + MAX_METRICS_PER_BATCH]
+            self.client.log_batch(self.run_id, metrics=chunk)
+            for metric in chunk:
+                self.steps.setdefault(metric.key, set()).add(step)
+        return len(batch)
+
+    def finish(self, status: str, reason: str) -> None:
+        """Sets the final status (and reason) tags and ends the run."""
+        self.client.set_tag(self.run_id, tags.STATUS, status)
+        if reason:
+            self.client.set_tag(self.run_id, tags.REASON, reason[:5000])
+        self.client.set_terminated(self.run_id, TrialStatus(status).mlflow_status)
+        self.ended = True
+
+
+def log_checkpoint(client: Any, run_id: str, checkpoint_dir: str) -> None:
+    """Logs a checkpoint directory under ``checkpoint/`` with its CheckpointFilename names."""
+    client.log_artifacts(run_id, checkpoint_dir, artifact_path="checkpoint")

@@ -1,0 +1,233 @@
+"""MLflow as an exactly-once projection of what Tune recorded.
+
+:func:`backfill` logs each (trial, metric, epoch) of Tune's records the trial's run does
+not hold yet, and ends the runs of trials Tune recorded as over; :func:`close_sweep` does
+that at the end of a sweep, then logs checkpoints and the judgement and ends the parent
+run. Both are idempotent: a resumed driver, a ``sync`` and a second end of sweep (the
+driver killed during the first) add only what is missing. When the store does not answer,
+:func:`close_sweep` returns what is not in it yet instead of failing the sweep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from versatil.status import TrialStatus
+from versatil.sweep.tracking import tags
+from versatil.sweep.tracking.child_run import log_checkpoint
+from versatil.sweep.tracking.live import SweepTracker
+from versatil.sweep.tracking.registry import register_checkpoint
+from versatil.sweep.tracking.store import child_runs
+
+__all__ = ["Backfilled", "SweepEnd", "TrackingGap", "backfill", "close_runs", "close_sweep"]
+
+
+@dataclasses.dataclass
+class Backfilled:
+    """What a backfill added to the store.
+
+    Attributes:
+        epochs: (trial id, epoch) pairs of which at least one metric was logged.
+        runs_created: Trials that had no run yet.
+        runs_ended: Trials whose run got its final status.
+    """
+
+    epochs: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    runs_created: list[str] = dataclasses.field(default_factory=list)
+    runs_ended: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackingGap:
+    """What is not in the tracking store after a sweep, because the store did not answer.
+
+    Attributes:
+        tracking_uri: The store.
+        reason: Its last failure.
+        missing: Trial id -> what its run lacks (epochs, its end).
+        sync_command: The command that backfills it once the store answers.
+    """
+
+    tracking_uri: str
+    reason: str
+    missing: dict[str, str]
+    sync_command: str
+
+    def message(self) -> str:
+        """One paragraph: what is missing, where the results are, how to sync them."""
+        listed = "; ".join(f"{trial}: {what}" for trial, what in sorted(self.missing.items()))
+        listed = listed or "the parent run's summary and end"
+        return (
+            f"MLflow at {self.tracking_uri} failed at the end of the sweep "
+            f"({self.reason}). The results above come from Tune's records. Not in MLflow "
+            f"yet: {listed}. Nothing is lost: once the "
+            f"store answers, run `{self.sync_command}`"
+        )
+
+
+def backfill(tracker: SweepTracker, records: Sequence[Any], *, close: bool) -> Backfilled:
+    """Logs what the store lacks of Tune's records, trial by trial.
+
+    Args:
+        tracker: Holds the store, the parent run and the runs already open.
+        records: ``TrialRecord``s from :func:`versatil.sweep.tune_records.read_trials`.
+        close: End the runs of trials Tune recorded as over (with their final status);
+            ``False`` while the sweep goes on.
+    """
+    from versatil.sweep.tune_records import make_row
+
+    done = Backfilled()
+    for record in records:
+        epochs = record.epochs()
+        known = record.trial_id in tracker.children
+        if not epochs and not (close and record.ended):
+            continue  # nothing reported yet: its run opens with its first result
+        child = tracker.child(record.trial_id, record.trial_id, record.config)
+        if not known and not child.steps and not child.ended:
+            done.runs_created.append(record.trial_id)
+        for epoch, result in sorted(epochs.items()):
+            if child.log_epoch(result):
+                done.epochs.append((record.trial_id, epoch))
+        if close and record.ended and not child.ended:
+            row = make_row(
+                trial_id=record.trial_id,
+                config=record.config,
+                metrics=record.results[-1] if record.results else {},
+                error=(record.error or "the trial's worker failed")
+                if record.tune_status == "ERROR"
+                else None,
+                checkpoint=None,
+                axes=list(record.config),
+                objective=tracker.context.objective,
+            )
+            child.finish(row.status, row.reason)
+            done.runs_ended.append(record.trial_id)
+    return done
+
+
+def _log_checkpoint_once(client: Any, run_id: str, checkpoint_dir: Path) -> None:
+    """Logs the directory unless the run holds every file of it, at its size."""
+    held = {f.path: f.file_size for f in client.list_artifacts(run_id, "checkpoint")}
+    files = [p for p in checkpoint_dir.iterdir() if p.is_file()]
+    if files and all(held.get(f"checkpoint/{p.name}") == p.stat().st_size for p in files):
+        return
+    log_checkpoint(client, run_id, str(checkpoint_dir))
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepEnd:
+    """What the end of a sweep writes besides each trial's run and status.
+
+    Attributes:
+        best: The best row, if any (its checkpoint is logged, and registered if asked).
+        summary: The summary text, logged to the parent run.
+        child_tags: Tags per trial id (the Pareto ranking).
+        parent_tags: Tags of the parent run (the verdict).
+    """
+
+    best: Any | None
+    summary: str
+    child_tags: Mapping[str, Mapping[str, str]]
+    parent_tags: Mapping[str, str]
+
+    @classmethod
+    def judged(cls, rows: Sequence[Any], judgement: Any) -> SweepEnd:
+        """The end of a sweep whose ``rows`` were judged as ``judgement``."""
+        from versatil.sweep.judgement import summary_text
+
+        return cls(
+            best=judgement.best,
+            summary=summary_text(rows, judgement),
+            child_tags=judgement.child_tags(),
+            parent_tags={tags.VERDICT: judgement.verdict.text},
+        )
+
+
+def close_sweep(
+    tracker: SweepTracker,
+    rows: Sequence[Any],
+    records: Sequence[Any],
+    end: SweepEnd,
+    sync_command: str,
+) -> TrackingGap | None:
+    """The end of a sweep in the store; ``None`` when it is all there, else what is not.
+
+    Backfills every epoch and ends every run from Tune's records (a driver killed before
+    it logged them, an outage), logs the chosen checkpoints (``mlflow.log_checkpoints``)
+    and registers the best (``mlflow.register_best``), sets the Pareto and verdict tags,
+    and ends the parent run with the summary.
+
+    Args:
+        tracker: The sweep's tracker (its queue is drained first).
+        rows: The trials' summary rows (their final status and reason).
+        records: Tune's records of the same trials.
+        end: The best trial, the summary and the tags.
+        sync_command: What to run later, when the store does not answer now.
+    """
+    tracker.drain()
+    gap = TrackingGap(
+        tracking_uri=tracker.context.tracking_uri,
+        reason="",
+        missing={},
+        sync_command=sync_command,
+    )
+    if tracker.down_since is not None and not tracker.answers_again(now=True):
+        return dataclasses.replace(gap, reason=tracker.outage, missing=tracker.unlogged(records))
+    try:
+        close_runs(tracker, rows, records, end)
+    except Exception as error:
+        tracker.failed(error)
+        return dataclasses.replace(gap, reason=tracker.outage, missing=tracker.unlogged(records))
+    return None
+
+
+def close_runs(
+    tracker: SweepTracker, rows: Sequence[Any], records: Sequence[Any], end: SweepEnd
+) -> bool:
+    """:func:`close_sweep`'s work, store errors raised; ``True`` if the parent run ended.
+
+    Rows still ``running`` (a sweep that goes on, or was killed) keep their runs open,
+    and then the parent run too.
+    """
+    sweep, client, best = tracker.sweep, tracker.client, end.best
+    backfill(tracker, records, close=False)
+    # Tune's rows decide each trial's end (a stopped trial, an error's reason).
+    by_id = {r.trial_id: r for r in records}
+    for row in rows:
+        if row.status == TrialStatus.RUNNING:
+            continue
+        child = tracker.child(
+            row.trial_id,
+            row.trial_id,
+            by_id[row.trial_id].config if row.trial_id in by_id else row.axes,
+        )
+        if not child.ended:
+            child.finish(row.status, row.reason)
+    runs = {r.data.tags.get(tags.TRIAL_ID): r for r in child_runs(client, tracker.context)}
+    policy = sweep.mlflow.log_checkpoints
+    chosen = {"all": list(rows), "best": [best] if best else [], "none": []}[policy]
+    if sweep.mlflow.register_best and best is not None and best not in chosen:
+        chosen = [*chosen, best]  # a registered model needs its checkpoint logged
+    for row in chosen:
+        run = runs.get(row.trial_id)
+        if run is not None and row.checkpoint and Path(row.checkpoint).is_dir():
+            _log_checkpoint_once(client, run.info.run_id, Path(row.checkpoint))
+            if sweep.mlflow.register_best and row is best:
+                register_checkpoint(client, sweep.mlflow.register_best, run)
+    for trial_id, values in end.child_tags.items():
+        run = runs.get(trial_id)
+        for key, value in values.items() if run is not None else ():
+            client.set_tag(run.info.run_id, key, value)
+    parent = tracker.context.parent_run_id
+    for key, value in end.parent_tags.items():
+        client.set_tag(parent, key, value[:5000])
+    if best is not None:
+        client.set_tag(parent, tags.BEST_TRIAL, best.trial_id)
+    client.log_text(parent, end.summary, "summary.txt")
+    if any(row.status == TrialStatus.RUNNING for row in rows):
+        return False
+    client.set_terminated(parent, "FINISHED")
+    return True

@@ -1,0 +1,65 @@
+"""The names of the MLflow tags versatil sets, defined once for every module."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AXES",
+    "BEST_TRIAL",
+    "EXPERIMENT_DIR",
+    "INT8_BACKEND",
+    "INT8_FALLBACK",
+    "INT8_SOURCE",
+    "INT8_SWEEP_RUN",
+    "INT8_TRIAL",
+    "MODE",
+    "OBJECTIVE",
+    "OBJECTIVES",
+    "PARENT",
+    "PARETO",
+    "PARETO_LEVEL",
+    "PARETO_RANK",
+    "REASON",
+    "STATUS",
+    "SWEEP",
+    "TOLERANCE",
+    "TRIAL_ID",
+    "TRIAL_NAME",
+    "TRUNCATED_PARAMS",
+    "VERDICT",
+]
+
+# A sweep's parent run.
+SWEEP = "versatil.sweep"
+EXPERIMENT_DIR = "versatil.experiment_dir"
+"""Tune's experiment directory of the sweep invocation: its results and checkpoints."""
+OBJECTIVE = "versatil.objective"
+"""The primary objective's metric; every parent run has it (how a report finds parents)."""
+MODE = "versatil.mode"
+OBJECTIVES = "versatil.objectives"
+"""Every objective as JSON ``[[metric, mode], ...]``."""
+TOLERANCE = "versatil.tolerance"
+BEST_TRIAL = "versatil.best_trial_id"
+VERDICT = "versatil.verdict"
+
+# A trial's child run.
+PARENT = "mlflow.parentRunId"
+TRIAL_ID = "versatil.trial_id"
+TRIAL_NAME = "versatil.trial_name"
+AXES = "versatil.axes"
+"""The names of the sweep's axes, comma-separated: which params the report compares."""
+STATUS = "versatil.status"
+REASON = "versatil.reason"
+TRUNCATED_PARAMS = "versatil.truncated_params"
+PARETO = "versatil.pareto"
+PARETO_RANK = "versatil.pareto_rank"
+PARETO_LEVEL = "versatil.pareto_level"
+
+# An INT8 run of `compress`, nested under its trial's run.
+INT8_TRIAL = "versatil.int8.trial_id"
+"""The trial whose checkpoint was quantized."""
+INT8_SWEEP_RUN = "versatil.int8.sweep_run_id"
+"""The sweep's parent run: how a report finds the INT8 runs of a sweep."""
+INT8_BACKEND = "versatil.int8.backend"
+INT8_SOURCE = "versatil.int8.checkpoint_source"
+"""Where the checkpoint came from: an MLflow artifact or the storage path."""
+INT8_FALLBACK = "versatil.int8.fallback_reason"

@@ -1,0 +1,187 @@
+"""What Tune recorded durably of a sweep invocation, read from its experiment directory.
+
+Each trial's ``result.json`` (every result, in order), its ``params.json`` (its config),
+its checkpoints and its ``error.txt``, and Tune's experiment state (whether a trial ended)
+are the source of truth: MLflow is a projection of them. Reading needs no Ray and no
+tracking store, so a sweep's end, ``sync`` and a crashed driver's successor can all use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from versatil.status import TrialStatus
+from versatil.sweep.result_keys import EPOCH, REASON, STATUS
+from versatil.sweep.summary import TrialRow
+
+__all__ = ["TrialRecord", "make_row", "read_trials", "rows_from_records"]
+
+ENDED = frozenset({"TERMINATED", "ERROR"})
+"""Tune's statuses of a trial that will not run again (unless the sweep is resumed)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrialRecord:
+    """One trial as Tune recorded it.
+
+    Attributes:
+        trial_id: Tune's trial id (its directory's name).
+        config: The trial's config: its values on the sweep's axes.
+        results: Every result Tune wrote for it, in order (an epoch reported again after a
+            restore appears again).
+        tune_status: ``TERMINATED``, ``ERROR``, ``RUNNING``, ``PENDING`` or ``PAUSED`` as
+            of Tune's last experiment snapshot; ``None`` when no snapshot names it.
+        error: The last line of the trial's ``error.txt``, if it has one.
+        checkpoint: The trial's newest checkpoint directory, if any.
+    """
+
+    trial_id: str
+    config: dict[str, Any]
+    results: list[dict[str, Any]]
+    tune_status: str | None
+    error: str = ""
+    checkpoint: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether Tune recorded the trial as over (finished, stopped or errored)."""
+        return self.tune_status in ENDED
+
+    def epochs(self) -> dict[int, dict[str, Any]]:
+        """The trial's result for each epoch: the latest one reported for it."""
+        return {int(r[EPOCH]): r for r in self.results if EPOCH in r}
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    """The results in ``result.json``; a line torn by a kill mid-write is left out."""
+    out = []
+    if path.is_file():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                out.append(value)
+    return out
+
+
+def _tune_statuses(experiment_dir: Path) -> dict[str, tuple[str, str | None]]:
+    """Trial id -> (status, error file) from Tune's newest experiment snapshot."""
+    snapshots = sorted(experiment_dir.glob("experiment_state-*.json"))
+    for snapshot in reversed(snapshots):  # a kill may have torn the newest
+        try:
+            data = json.loads(snapshot.read_text())
+            out = {}
+            for trial_json, runtime_json in data["trial_data"]:
+                trial, runtime = json.loads(trial_json), json.loads(runtime_json)
+                out[trial["trial_id"]] = (trial["status"], runtime.get("error_filename"))
+            return out
+        except (ValueError, KeyError, TypeError, OSError):
+            continue
+    return {}
+
+
+def _newest_checkpoint(trial_dir: Path) -> str | None:
+    found = [p for p in trial_dir.glob("checkpoint_*") if p.is_dir()]
+    return str(max(found, key=lambda p: p.name)) if found else None
+
+
+def read_trials(experiment_dir: Path) -> list[TrialRecord]:
+    """Every trial of one sweep invocation, in trial id order."""
+    statuses = _tune_statuses(experiment_dir)
+    records = []
+    for trial_dir in sorted(p for p in experiment_dir.iterdir() if (p / "params.json").is_file()):
+        trial_id = trial_dir.name
+        try:
+            config = json.loads((trial_dir / "params.json").read_text())
+        except ValueError:
+            config = {}
+        status = statuses.get(trial_id, (None, None))
+        error = ""
+        error_file = trial_dir / "error.txt"
+        if error_file.is_file():
+            lines = error_file.read_text(errors="replace").strip().splitlines()
+            error = lines[-1][:500] if lines else ""
+        records.append(
+            TrialRecord(
+                trial_id=trial_id,
+                config=config if isinstance(config, dict) else {},
+                results=_json_lines(trial_dir / "result.json"),
+                tune_status=status[0],
+                error=error,
+                checkpoint=_newest_checkpoint(trial_dir),
+            )
+        )
+    return records
+
+
+def make_row(
+    *,
+    trial_id: str,
+    config: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    error: str | None,
+    checkpoint: str | None,
+    axes: Sequence[str],
+    objective: str,
+    ended: bool = True,
+) -> TrialRow:
+    """A summary row from a trial's last result and how it ended.
+
+    Args:
+        trial_id: Tune's trial id.
+        config: The trial's config.
+        metrics: Its last result (empty when it never reported).
+        error: Why Tune recorded it as errored, or ``None`` when it did not error.
+        checkpoint: Its newest checkpoint directory.
+        axes: The sweep's axes.
+        objective: The primary objective's metric.
+        ended: Whether the trial is over; a trial still going keeps ``running``.
+    """
+    metrics = dict(metrics)
+    status = TrialStatus(metrics.get(STATUS, TrialStatus.FAILED))
+    if error is not None:
+        status = TrialStatus.FAILED
+    elif not ended and STATUS not in metrics:
+        status = TrialStatus.RUNNING  # pending, or started and not reported yet
+    elif status == TrialStatus.RUNNING and ended:
+        status = TrialStatus.STOPPED  # the scheduler ended it before max_epochs
+    reason = metrics.get(REASON, "")
+    if error and not reason:
+        reason = error.strip().splitlines()[-1][:200]
+    value = metrics.get(objective)
+    return TrialRow(
+        trial_id=trial_id,
+        axes={k: config.get(k) for k in axes},
+        status=status,
+        objective=float(value) if value is not None else None,
+        metrics=metrics,
+        epochs=int(metrics.get(EPOCH, -1)) + 1 if EPOCH in metrics else 0,
+        reason=reason,
+        checkpoint=checkpoint or metrics.get("checkpoint_path"),
+    )
+
+
+def rows_from_records(records: Sequence[TrialRecord], config: Any) -> list[TrialRow]:
+    """Summary rows of a sweep from Tune's records alone (no Ray, no tracking store)."""
+    rows = []
+    for record in records:
+        errored = record.tune_status == "ERROR"
+        rows.append(
+            make_row(
+                trial_id=record.trial_id,
+                config=record.config,
+                metrics=record.results[-1] if record.results else {},
+                error=(record.error or "the trial's worker failed") if errored else None,
+                checkpoint=record.checkpoint,
+                axes=list(config.space),
+                objective=config.objective.metric,
+                ended=record.ended,
+            )
+        )
+    return rows
