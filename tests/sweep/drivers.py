@@ -34,11 +34,14 @@ def run(args, timeout_s=300):
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
 
 
-def gated_sweep(tmp_path, name, lrs, *, gated_lr=None, gated_epoch=1, **fields):
+def gated_sweep(
+    tmp_path, name, lrs, *, gated_lr=None, gated_epoch=1, gated_at="epoch_start", **fields
+):
     """A sweep of ``tests.sweep.gated_task`` over ``lrs``, as a dict; its gate is ``tmp_path/gate``.
 
     The trial of ``gated_lr`` (default the first lr) waits at epoch ``gated_epoch``'s start
-    until the gate exists. ``fields`` are further top-level fields of the sweep.
+    until the gate exists (or in its checkpoint's write, with ``gated_at="checkpoint_write"``).
+    ``fields`` are further top-level fields of the sweep.
     """
     return {
         "name": name,
@@ -51,6 +54,7 @@ def gated_sweep(tmp_path, name, lrs, *, gated_lr=None, gated_epoch=1, **fields):
                 "gate": str(tmp_path / "gate"),
                 "gated_lr": lrs[0] if gated_lr is None else gated_lr,
                 "gated_epoch": gated_epoch,
+                "gated_at": gated_at,
             },
         },
         "space": {"lr": {"grid": list(lrs)}},

@@ -110,3 +110,64 @@ def test_a_torn_checkpoint_met_on_restore(
     assert [r["epoch"] for r in retried] == epochs_after_retry
     assert all(r["checkpoint/unreadable_skipped"] == 1 for r in retried)
     assert row.metrics["epoch"] == 2
+
+
+def test_a_worker_killed_while_writing_its_checkpoint(ray_cluster, tmp_path):
+    """SIGKILL mid-save of a checkpoint: nothing half-saved is taken; the trial retries once."""
+    import io
+    import json
+    import os
+    import signal
+    import threading
+    from pathlib import Path
+
+    from tests.sweep.drivers import gated_sweep, wait_for
+    from tests.sweep.exactly_once import assert_exactly_once
+    from versatil.sweep.config import validate_sweep
+    from versatil.sweep.runner import run_sweep
+
+    config = validate_sweep(
+        gated_sweep(
+            tmp_path,
+            "killed-writing",
+            [0.001],
+            gated_epoch=1,
+            gated_at="checkpoint_write",
+            max_failures=1,
+            trainer={"max_epochs": 3, "accelerator": "cpu"},
+        )
+    )
+    gate, started, seen = tmp_path / "gate", [], {}
+
+    def kill_mid_write():
+        wait_for(lambda: Path(f"{gate}.waiting").exists(), "the checkpoint write at its gate")
+        # The driver takes epoch 0's result on its own time: wait until Tune recorded it.
+        wait_for(lambda: list(started[0].glob("*/result.json")), "epoch 0 recorded")
+        (trial_dir,) = [p.parent for p in started[0].glob("*/result.json")]
+        wait_for(lambda: (trial_dir / "result.json").read_text().strip(), "epoch 0 recorded")
+        seen["partial"] = [p for p in trial_dir.glob("checkpoint/.last.ckpt.*") if p.is_dir()]
+        first = json.loads((trial_dir / "result.json").read_text().splitlines()[0])
+        os.kill(first["pid"], signal.SIGKILL)
+        gate.touch()
+
+    killer = threading.Thread(target=kill_mid_write, daemon=True)
+    killer.start()
+    try:
+        outcome = run_sweep(config, stream=io.StringIO(), on_start=started.append)
+    finally:
+        gate.touch()
+        killer.join(timeout=60)
+    # The save had begun: its temporary directory was made (Lightning pickles the whole
+    # checkpoint in memory, then writes the file; the kill came mid-pickle).
+    assert len(seen.get("partial", [])) == 1, seen
+    (row,) = outcome.rows
+    assert row.status == "completed"
+    results = [
+        json.loads(line)
+        for line in (outcome.experiment_dir / row.trial_id / "result.json").read_text().splitlines()
+    ]
+    # Epoch 1 died in its checkpoint's write, before its report: the retry restored
+    # epoch 0's checkpoint and trained epochs 1 and 2.
+    assert [r["epoch"] for r in results] == [0, 1, 2]
+    assert results[1]["iterations_since_restore"] == 1 and results[1]["resumed"]
+    assert_exactly_once(outcome.experiment_dir)
