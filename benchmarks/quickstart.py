@@ -9,6 +9,10 @@ that they share the machine's conditions, e.g. with and without the compile cach
     python benchmarks/quickstart.py --runs 2
     python benchmarks/quickstart.py --runs 2 --variant "no-cache=--set trainer.compile_cache=false"
 
+or against another version of the code, checked out beside it (``git worktree add``)::
+
+    python benchmarks/quickstart.py --runs 3 --tree "previous=/tmp/versatil-previous"
+
 For each run it records the command's wall time, the sweep's own wall time (the summary's
 "N trials in X s"), and each compiled trial's ``compile_time_s``, ``compile/cache_wait_s``
 and whether it loaded its graphs. It writes JSON to ``--out`` (default
@@ -59,8 +63,11 @@ def compiled_trials(workdir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def run_once(label: str, extra: list[str]) -> dict[str, Any]:
-    """One quickstart in a fresh HOME, inductor cache and working directory."""
+def run_once(label: str, extra: list[str], tree: str | None = None) -> dict[str, Any]:
+    """One quickstart in a fresh HOME, inductor cache and working directory.
+
+    ``tree``: run the versatil package of that source tree instead of the installed one.
+    """
     root = Path(tempfile.mkdtemp(prefix="vqs-"))
     home, workdir = root / "home", root / "work"
     home.mkdir()
@@ -71,6 +78,8 @@ def run_once(label: str, extra: list[str]) -> dict[str, Any]:
         "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
         "TRITON_CACHE_DIR": str(root / "triton"),
     }
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "versatil.sweep", *extra],
@@ -91,6 +100,7 @@ def run_once(label: str, extra: list[str]) -> dict[str, Any]:
     return {
         "variant": label,
         "args": extra,
+        "tree": tree,
         "exit_status": done.returncode,
         "wall_s": round(wall, 2),
         "sweep_s": sweep_s,
@@ -108,21 +118,30 @@ def main() -> int:
         default=[],
         help="LABEL=ARGS: another variant, ARGS added to the command (repeatable)",
     )
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        help="LABEL=PATH: another variant, the code of the source tree at PATH (repeatable)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    variants = [("quickstart", [])]
+    variants: list[tuple[str, list[str], str | None]] = [("quickstart", [], None)]
     for text in args.variant:
         label, _, extra = text.partition("=")
-        variants.append((label, shlex.split(extra)))
+        variants.append((label, shlex.split(extra), None))
+    for text in args.tree:
+        label, _, tree = text.partition("=")
+        variants.append((label, [], str(Path(tree).resolve())))
     runs = []
     for i in range(args.runs):
-        for label, extra in variants:
-            run = run_once(label, extra)
+        for label, extra, tree in variants:
+            run = run_once(label, extra, tree)
             print(f"run {i + 1} {label}: {run['wall_s']:.1f} s (sweep {run['sweep_s']} s)")
             runs.append(run)
     medians = {
         label: statistics.median(r["wall_s"] for r in runs if r["variant"] == label)
-        for label, _ in variants
+        for label, _, _ in variants
     }
     stamp = time.strftime("%Y%m%d")
     out = args.out or Path(__file__).parent / "results" / f"quickstart-{stamp}.json"

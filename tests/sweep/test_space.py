@@ -1,10 +1,29 @@
-"""The dry run lists trials in the order Tune starts them."""
+"""The dry run lists trials in the order Tune starts them, each setting first once."""
 
-from ray.tune.search.variant_generator import generate_variants
+from ray.tune.experiment import Experiment
 
 from versatil.sweep.config import load_sweep
+from versatil.sweep.runner import _make_searcher, _num_samples
 from versatil.sweep.shipped import shipped_sweeps
 from versatil.sweep.space import build_param_space, expand_trials
+
+
+def started_by_tune(config):
+    """The configs the sweep's own search algorithm hands Tune, in order (no Ray needed)."""
+    searcher = _make_searcher(config)
+
+    def trainable(config):
+        pass
+
+    experiment = Experiment(
+        config.name, run=trainable, config=build_param_space(config),
+        num_samples=_num_samples(config),
+    )  # fmt: skip
+    searcher.add_configurations([experiment])
+    started = []
+    while (trial := searcher.next_trial()) is not None:
+        started.append(tuple(trial.config[n] for n in config.space))
+    return started
 
 
 def test_dry_run_order_is_tunes_order(sweep_config):
@@ -19,18 +38,17 @@ def test_dry_run_order_is_tunes_order(sweep_config):
     )
     names = list(config.space)
     listed = [tuple(t[n] for n in names) for t in expand_trials(config)]
-    started = []
-    for _ in range(config.search.num_samples):
-        started += [
-            tuple(v[n] for n in names) for _, v in generate_variants(build_param_space(config))
-        ]
-    assert listed == started
-    assert len(set(listed)) == 24
+    assert listed == started_by_tune(config)
+    assert len(listed) == 48 and len(set(listed)) == 24
+    # Every setting once before any repeats at another lr or width: each compiled graph
+    # compiles first, and its repeats find it compiled.
+    settings = [(p, c) for p, c, _, _ in listed[:6]]
+    assert len(set(settings)) == 6
+    assert {(lr, w) for _, _, lr, w in listed[:6]} == {(0.1, 8)}
 
 
 def test_quickstart_dry_run_order_is_tunes_order():
     config = load_sweep(shipped_sweeps()["quickstart"])
     names = list(config.space)
     listed = [tuple(t[n] for n in names) for t in expand_trials(config)]
-    started = [tuple(v[n] for n in names) for _, v in generate_variants(build_param_space(config))]
-    assert listed == started
+    assert listed == started_by_tune(config)

@@ -24,7 +24,7 @@ from versatil.sweep.checks import check_storage, check_task
 from versatil.sweep.config import NumericAxis, SweepConfig
 from versatil.sweep.judgement import Judgement, judge
 from versatil.sweep.result_keys import OBJECTIVE_MISSING, REASON, STATUS
-from versatil.sweep.space import build_param_space, numeric_domain
+from versatil.sweep.space import build_param_space, grid_points, numeric_domain
 from versatil.sweep.summary import TrialRow
 from versatil.sweep.tracking import (
     SweepEnd,
@@ -113,11 +113,21 @@ def _make_searcher(config: SweepConfig) -> Any:
             metrics, modes = zip(*config.objective.objectives, strict=True)
             return OptunaSearch(metric=list(metrics), mode=list(modes), seed=config.search.seed)
         return OptunaSearch(seed=config.search.seed)
-    if config.search.algorithm == "random":
-        from ray.tune.search.basic_variant import BasicVariantGenerator
+    from ray.tune.search.basic_variant import BasicVariantGenerator
 
+    if config.search.algorithm == "random":
         return BasicVariantGenerator(random_state=config.search.seed)
-    return None  # grid: Tune's default generator expands grid_search axes
+    # Grid: every combination given as a point, in the order of grid_points (each
+    # compiled graph first once, then its repeats); sampled axes are drawn per point.
+    points = grid_points(config) * config.search.num_samples
+    return BasicVariantGenerator(points_to_evaluate=points, random_state=config.search.seed)
+
+
+def _num_samples(config: SweepConfig) -> int:
+    """Tune's ``num_samples``: a grid sweep's points each take one sample."""
+    if config.search.algorithm == "grid":
+        return len(grid_points(config)) * config.search.num_samples
+    return config.search.num_samples
 
 
 def _make_scheduler(config: SweepConfig) -> Any:
@@ -352,7 +362,7 @@ def run_sweep(
                 mode=None if config.objective.is_multi else config.objective.mode,
                 search_alg=_make_searcher(config),
                 scheduler=_make_scheduler(config),
-                num_samples=config.search.num_samples,
+                num_samples=_num_samples(config),
                 max_concurrent_trials=config.max_concurrent_trials,
                 # Warm workers: a worker process pays the torch/Lightning imports once
                 # and runs trial after trial (the trial resets process-wide state).

@@ -12,7 +12,13 @@ from typing import Any
 
 from versatil.sweep.config import ENUM_AXES, NumericAxis, SweepConfig
 
-__all__ = ["build_param_space", "describe_axis", "expand_trials", "numeric_domain"]
+__all__ = [
+    "build_param_space",
+    "describe_axis",
+    "expand_trials",
+    "grid_points",
+    "numeric_domain",
+]
 
 
 def numeric_domain(axis: NumericAxis) -> Any:
@@ -58,30 +64,51 @@ def describe_axis(axis: Any) -> str:
     return str(axis)
 
 
+def _grid_axes(config: SweepConfig) -> dict[str, list[Any]]:
+    """The axes a sweep grid-searches, with their values, in sweep-file order."""
+    grid = config.search.algorithm == "grid"
+    axes: dict[str, list[Any]] = {}
+    for name, axis in config.space.items():
+        if name in ENUM_AXES and grid:
+            axes[name] = list(axis)
+        elif isinstance(axis, NumericAxis) and axis.kind == "grid":
+            axes[name] = list(axis.args)
+    return axes
+
+
+def grid_points(config: SweepConfig) -> list[dict[str, Any]]:
+    """A grid sweep's combinations in the order its trials start.
+
+    The settings axes vary fastest and every other grid axis slowest (the first in the
+    sweep file slowest of all): the first trials cover each setting, so each compiled graph,
+    once, concurrently, and the trials that repeat a setting at another learning rate come
+    after, when their graph is already compiled (see ``versatil.training.compile_cache``).
+    Tune's own order would vary the alphabetically first axis fastest and run a setting's
+    learning rates side by side, each compiling the same graph at once.
+    """
+    axes = _grid_axes(config)
+    settings = [name for name in ENUM_AXES if name in axes]
+    others = [name for name in axes if name not in ENUM_AXES]
+    names = [*others, *settings]  # itertools.product varies the last name fastest
+    combos = itertools.product(*(axes[n] for n in names)) if names else [()]
+    return [dict(zip(names, combo, strict=True)) for combo in combos]
+
+
 def expand_trials(config: SweepConfig) -> list[dict[str, Any]]:
     """The trials a sweep will run, for ``--dry-run``; needs no Ray.
 
     Grid sweeps expand to the exact cross product of their grid axes (enum axes and
-    ``grid`` numeric axes), times ``num_samples``, in the order Tune starts them (its
-    variant generator varies the alphabetically first axis fastest); sampled axes show
-    their distribution.
+    ``grid`` numeric axes), times ``num_samples``, in the order they start
+    (:func:`grid_points`); sampled axes show their distribution.
     Random and Optuna sweeps show ``num_samples`` draws (seeded); Optuna's own choices
     adapt to results, so its draws are indicative.
     """
     grid = config.search.algorithm == "grid"
     rng = random.Random(config.search.seed)
-    grid_axes: dict[str, list[Any]] = {}
-    for name, axis in config.space.items():
-        if name in ENUM_AXES and grid:
-            grid_axes[name] = list(axis)
-        elif isinstance(axis, NumericAxis) and axis.kind == "grid":
-            grid_axes[name] = list(axis.args)
-    # Tune's order: grid axes sorted by name, the first name varying fastest.
-    names = sorted(grid_axes, reverse=True)
+    points = grid_points(config) if grid else _tune_order(_grid_axes(config))
     trials = []
     for _ in range(config.search.num_samples):
-        for combo in itertools.product(*(grid_axes[n] for n in names)) if names else [()]:
-            chosen = dict(zip(names, combo, strict=True))
+        for chosen in points:
             trial = {}
             for name, axis in config.space.items():
                 if name in chosen:
@@ -94,6 +121,13 @@ def expand_trials(config: SweepConfig) -> list[dict[str, Any]]:
                     trial[name] = axis
             trials.append(trial)
     return trials
+
+
+def _tune_order(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Grid axes of a sampled sweep in Tune's order: the alphabetically first fastest."""
+    names = sorted(axes, reverse=True)
+    combos = itertools.product(*(axes[n] for n in names)) if names else [()]
+    return [dict(zip(names, combo, strict=True)) for combo in combos]
 
 
 def _draw(axis: NumericAxis, rng: random.Random) -> Any:
