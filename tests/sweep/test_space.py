@@ -9,8 +9,11 @@ from versatil.sweep.space import build_param_space, expand_trials
 
 
 def started_by_tune(config):
-    """The configs the sweep's own search algorithm hands Tune, in order (no Ray needed)."""
-    searcher = _make_searcher(config)
+    """The configs the sweep's own search algorithm hands Tune, in order (no Ray needed).
+
+    Without its concurrency limit: no trial ends here to free a place.
+    """
+    searcher = _make_searcher(config.model_copy(update={"max_concurrent_trials": None}))
 
     def trainable(config):
         pass
@@ -52,3 +55,21 @@ def test_quickstart_dry_run_order_is_tunes_order():
     names = list(config.space)
     listed = [tuple(t[n] for n in names) for t in expand_trials(config)]
     assert listed == started_by_tune(config)
+
+
+def test_the_search_algorithm_keeps_max_concurrent_trials(sweep_config):
+    """Tune ignores ``max_concurrent_trials`` for a generator it is handed: it must hold it."""
+    for search in ({"algorithm": "grid"}, {"algorithm": "random", "num_samples": 4}):
+        config = sweep_config(
+            space={"lr": {"grid": [0.1, 0.2, 0.3]}}, search=search, max_concurrent_trials=1
+        )
+        searcher = _make_searcher(config)
+
+        def trainable(config):
+            pass
+
+        searcher.add_configurations(
+            [Experiment(config.name, run=trainable, config=build_param_space(config))]
+        )
+        assert searcher.next_trial() is not None
+        assert searcher.next_trial() is None  # the first is still running

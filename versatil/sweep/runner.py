@@ -115,12 +115,17 @@ def _make_searcher(config: SweepConfig) -> Any:
         return OptunaSearch(seed=config.search.seed)
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
+    # Tune ignores TuneConfig.max_concurrent_trials for a generator it is handed: the
+    # generator itself takes the limit.
+    limit = config.max_concurrent_trials or 0
     if config.search.algorithm == "random":
-        return BasicVariantGenerator(random_state=config.search.seed)
+        return BasicVariantGenerator(random_state=config.search.seed, max_concurrent=limit)
     # Grid: every combination given as a point, in the order of grid_points (each
     # compiled graph first once, then its repeats); sampled axes are drawn per point.
     points = grid_points(config) * config.search.num_samples
-    return BasicVariantGenerator(points_to_evaluate=points, random_state=config.search.seed)
+    return BasicVariantGenerator(
+        points_to_evaluate=points, random_state=config.search.seed, max_concurrent=limit
+    )
 
 
 def _num_samples(config: SweepConfig) -> int:
@@ -363,7 +368,10 @@ def run_sweep(
                 search_alg=_make_searcher(config),
                 scheduler=_make_scheduler(config),
                 num_samples=_num_samples(config),
-                max_concurrent_trials=config.max_concurrent_trials,
+                # Optuna's searcher gets Tune's ConcurrencyLimiter; generators limit themselves.
+                max_concurrent_trials=(
+                    config.max_concurrent_trials if config.search.algorithm == "optuna" else None
+                ),
                 # Warm workers: a worker process pays the torch/Lightning imports once
                 # and runs trial after trial (the trial resets process-wide state).
                 reuse_actors=True,
