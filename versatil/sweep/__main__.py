@@ -163,9 +163,6 @@ def main(argv: list[str] | None = None) -> int:
         compressed = compress_after_sweep(config, outcome)
         # The summary is the report: read back from MLflow, with the same table and plots.
         report = load_report(tracking.tracking_uri, config.experiment_name, tracking.parent_run_id)
-        print()
-        print(render(report, "table"))
-        plots = log_report(report, outcome.experiment_dir / "report")
     else:  # the store did not answer: the same report from Tune's records
         report = SweepReport(
             tracking,
@@ -174,9 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             config.objective.objectives,
             config.objective.tolerance,
         )
-        print()
-        print(render(report, "table"))
-        plots = write_plots(report, outcome.experiment_dir / "report")
+    print()
+    print(render(report, "table"))
+    directory = outcome.experiment_dir / "report"
+    plots = log_report(report, directory) if outcome.gap is None else write_plots(report, directory)
     print()
     counts = {}
     for row in outcome.rows:

@@ -89,9 +89,7 @@ def grid_points(config: SweepConfig) -> list[dict[str, Any]]:
     axes = _grid_axes(config)
     settings = [name for name in ENUM_AXES if name in axes]
     others = [name for name in axes if name not in ENUM_AXES]
-    names = [*others, *settings]  # itertools.product varies the last name fastest
-    combos = itertools.product(*(axes[n] for n in names)) if names else [()]
-    return [dict(zip(names, combo, strict=True)) for combo in combos]
+    return _combinations(axes, [*others, *settings])
 
 
 def expand_trials(config: SweepConfig) -> list[dict[str, Any]]:
@@ -125,8 +123,15 @@ def expand_trials(config: SweepConfig) -> list[dict[str, Any]]:
 
 def _tune_order(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Grid axes of a sampled sweep in Tune's order: the alphabetically first fastest."""
-    names = sorted(axes, reverse=True)
-    combos = itertools.product(*(axes[n] for n in names)) if names else [()]
+    return _combinations(axes, sorted(axes, reverse=True))
+
+
+def _combinations(axes: dict[str, list[Any]], names: list[str]) -> list[dict[str, Any]]:
+    """Every combination of the ``names`` axes, the last name varying fastest.
+
+    With no names, one empty combination: a sweep without grid axes runs its space once.
+    """
+    combos = itertools.product(*(axes[n] for n in names))
     return [dict(zip(names, combo, strict=True)) for combo in combos]
 
 

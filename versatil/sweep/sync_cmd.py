@@ -79,7 +79,7 @@ def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> Sy
     from versatil.sweep.config import validate_sweep
     from versatil.sweep.judgement import judge
     from versatil.sweep.runner import SWEEP_FILE
-    from versatil.sweep.tracking import SweepEnd, SweepTracker, backfill, reopen_sweep_run
+    from versatil.sweep.tracking import SweepEnd, SweepTracker, reopen_sweep_run
     from versatil.sweep.tracking.reconcile import close_runs
     from versatil.sweep.tune_records import read_trials, rows_from_records
 
@@ -92,20 +92,16 @@ def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> Sy
     config = validate_sweep(yaml.safe_load(sweep_file.read_text()))
     tracker = SweepTracker(reopen_sweep_run(experiment_dir, tracking_uri), config)
     records = read_trials(experiment_dir)
-    done = backfill(tracker, records, close=False)
     rows = rows_from_records(records, config)
-    running = [row.trial_id for row in rows if row.status == TrialStatus.RUNNING]
     judgement = judge(rows, config.objective.objectives, config.objective.tolerance)
-    before = {t for t, child in tracker.children.items() if child.ended}
-    parent_ended = close_runs(tracker, rows, records, SweepEnd.judged(rows, judgement))
-    ended = sorted(t for t, child in tracker.children.items() if child.ended and t not in before)
+    done = close_runs(tracker, rows, records, SweepEnd.judged(rows, judgement))
     return SyncOutcome(
         experiment_dir=experiment_dir,
         epochs=done.epochs,
         runs_created=done.runs_created,
-        runs_ended=ended,
-        running=running,
-        parent_ended=parent_ended,
+        runs_ended=sorted(done.runs_ended),
+        running=[row.trial_id for row in rows if row.status == TrialStatus.RUNNING],
+        parent_ended=done.parent_ended,
     )
 
 

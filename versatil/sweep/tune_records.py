@@ -18,7 +18,7 @@ from versatil.status import TrialStatus
 from versatil.sweep.result_keys import EPOCH, REASON, STATUS
 from versatil.sweep.summary import TrialRow
 
-__all__ = ["TrialRecord", "make_row", "read_trials", "rows_from_records"]
+__all__ = ["TrialRecord", "make_row", "read_trials", "row_from_record", "rows_from_records"]
 
 ENDED = frozenset({"TERMINATED", "ERROR"})
 """Tune's statuses of a trial that will not run again (unless the sweep is resumed)."""
@@ -167,21 +167,22 @@ def make_row(
     )
 
 
+def row_from_record(record: TrialRecord, axes: Sequence[str], objective: str) -> TrialRow:
+    """A trial's summary row from Tune's record of it alone (no Ray, no tracking store)."""
+    errored = record.tune_status == "ERROR"
+    return make_row(
+        trial_id=record.trial_id,
+        config=record.config,
+        metrics=record.results[-1] if record.results else {},
+        error=(record.error or "the trial's worker failed") if errored else None,
+        checkpoint=record.checkpoint,
+        axes=axes,
+        objective=objective,
+        ended=record.ended,
+    )
+
+
 def rows_from_records(records: Sequence[TrialRecord], config: Any) -> list[TrialRow]:
     """Summary rows of a sweep from Tune's records alone (no Ray, no tracking store)."""
-    rows = []
-    for record in records:
-        errored = record.tune_status == "ERROR"
-        rows.append(
-            make_row(
-                trial_id=record.trial_id,
-                config=record.config,
-                metrics=record.results[-1] if record.results else {},
-                error=(record.error or "the trial's worker failed") if errored else None,
-                checkpoint=record.checkpoint,
-                axes=list(config.space),
-                objective=config.objective.metric,
-                ended=record.ended,
-            )
-        )
-    return rows
+    axes = list(config.space)
+    return [row_from_record(record, axes, config.objective.metric) for record in records]

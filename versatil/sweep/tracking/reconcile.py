@@ -33,11 +33,13 @@ class Backfilled:
         epochs: (trial id, epoch) pairs of which at least one metric was logged.
         runs_created: Trials that had no run yet.
         runs_ended: Trials whose run got its final status.
+        parent_ended: Whether the parent run was ended (:func:`close_runs`).
     """
 
     epochs: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     runs_created: list[str] = dataclasses.field(default_factory=list)
     runs_ended: list[str] = dataclasses.field(default_factory=list)
+    parent_ended: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +79,7 @@ def backfill(tracker: SweepTracker, records: Sequence[Any], *, close: bool) -> B
         close: End the runs of trials Tune recorded as over (with their final status);
             ``False`` while the sweep goes on.
     """
-    from versatil.sweep.tune_records import make_row
+    from versatil.sweep.tune_records import row_from_record
 
     done = Backfilled()
     for record in records:
@@ -92,17 +94,7 @@ def backfill(tracker: SweepTracker, records: Sequence[Any], *, close: bool) -> B
             if child.log_epoch(result):
                 done.epochs.append((record.trial_id, epoch))
         if close and record.ended and not child.ended:
-            row = make_row(
-                trial_id=record.trial_id,
-                config=record.config,
-                metrics=record.results[-1] if record.results else {},
-                error=(record.error or "the trial's worker failed")
-                if record.tune_status == "ERROR"
-                else None,
-                checkpoint=None,
-                axes=list(record.config),
-                objective=tracker.context.objective,
-            )
+            row = row_from_record(record, list(record.config), tracker.context.objective)
             child.finish(row.status, row.reason)
             done.runs_ended.append(record.trial_id)
     return done
@@ -186,26 +178,22 @@ def close_sweep(
 
 def close_runs(
     tracker: SweepTracker, rows: Sequence[Any], records: Sequence[Any], end: SweepEnd
-) -> bool:
-    """:func:`close_sweep`'s work, store errors raised; ``True`` if the parent run ended.
+) -> Backfilled:
+    """:func:`close_sweep`'s work, store errors raised; returns what it added.
 
     Rows still ``running`` (a sweep that goes on, or was killed) keep their runs open,
     and then the parent run too.
     """
     sweep, client, best = tracker.sweep, tracker.client, end.best
-    backfill(tracker, records, close=False)
+    done = backfill(tracker, records, close=False)
     # Tune's rows decide each trial's end (a stopped trial, an error's reason).
-    by_id = {r.trial_id: r for r in records}
     for row in rows:
         if row.status == TrialStatus.RUNNING:
             continue
-        child = tracker.child(
-            row.trial_id,
-            row.trial_id,
-            by_id[row.trial_id].config if row.trial_id in by_id else row.axes,
-        )
+        child = tracker.child(row.trial_id, row.trial_id, row.axes)
         if not child.ended:
             child.finish(row.status, row.reason)
+            done.runs_ended.append(row.trial_id)
     runs = {r.data.tags.get(tags.TRIAL_ID): r for r in child_runs(client, tracker.context)}
     policy = sweep.mlflow.log_checkpoints
     chosen = {"all": list(rows), "best": [best] if best else [], "none": []}[policy]
@@ -227,7 +215,7 @@ def close_runs(
     if best is not None:
         client.set_tag(parent, tags.BEST_TRIAL, best.trial_id)
     client.log_text(parent, end.summary, "summary.txt")
-    if any(row.status == TrialStatus.RUNNING for row in rows):
-        return False
-    client.set_terminated(parent, "FINISHED")
-    return True
+    if all(row.status != TrialStatus.RUNNING for row in rows):
+        client.set_terminated(parent, "FINISHED")
+        done.parent_ended = True
+    return done
