@@ -35,13 +35,22 @@ def run(args, timeout_s=300):
 
 
 def gated_sweep(
-    tmp_path, name, lrs, *, gated_lr=None, gated_epoch=1, gated_at="epoch_start", **fields
+    tmp_path,
+    name,
+    lrs,
+    *,
+    gated_lr=None,
+    gated_epoch=1,
+    gated_at="epoch_start",
+    task_params=None,
+    **fields,
 ):
     """A sweep of ``tests.sweep.gated_task`` over ``lrs``, as a dict; its gate is ``tmp_path/gate``.
 
     The trial of ``gated_lr`` (default the first lr) waits at epoch ``gated_epoch``'s start
     until the gate exists (or in its checkpoint's write, with ``gated_at="checkpoint_write"``).
-    ``fields`` are further top-level fields of the sweep.
+    ``task_params`` are further params of the task (a second gate), ``fields`` further
+    top-level fields of the sweep.
     """
     return {
         "name": name,
@@ -55,6 +64,7 @@ def gated_sweep(
                 "gated_lr": lrs[0] if gated_lr is None else gated_lr,
                 "gated_epoch": gated_epoch,
                 "gated_at": gated_at,
+                **(task_params or {}),
             },
         },
         "space": {"lr": {"grid": list(lrs)}},

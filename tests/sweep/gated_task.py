@@ -4,6 +4,9 @@ The trial whose lr is ``gated_lr`` reports its first ``gated_epoch`` epochs (def
 then waits until the file ``gate`` exists (at most five minutes), so a test can interrupt a
 sweep at a known point. While it waits, the file ``<gate>.waiting`` exists.
 
+A second gate (``second_gate``, for the trial whose lr is ``second_lr``) holds another
+trial the same way, so a test can let one trial go on while the other still waits.
+
 With ``gated_at: checkpoint_write`` it waits instead in the middle of saving epoch
 ``gated_epoch``'s checkpoint: its temporary directory is made and the checkpoint is being
 pickled (Lightning pickles it in memory, then writes the file).
@@ -28,6 +31,8 @@ class GatedParams(ReachingParams):
     gated_lr: float
     gated_epoch: int = 1
     gated_at: Literal["epoch_start", "checkpoint_write"] = "epoch_start"
+    second_gate: str = ""
+    second_lr: float | None = None
 
 
 def _wait(gate: Path) -> None:
@@ -76,8 +81,9 @@ class GatedPolicy(BehaviorCloningPolicy):
 
 def build(params):
     p = GatedParams(**params)
+    gate = p.gate if p.lr == p.gated_lr else p.second_gate if p.lr == p.second_lr else None
     model = GatedPolicy(
-        gate=p.gate if p.lr == p.gated_lr else None,
+        gate=gate,
         gated_epoch=p.gated_epoch,
         gated_at=p.gated_at,
         width=p.width,

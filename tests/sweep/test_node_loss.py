@@ -17,6 +17,25 @@ from tests.sweep.drivers import cli, gated_sweep, wait_for
 from tests.sweep.exactly_once import assert_exactly_once
 
 
+def alive(pid):
+    """Whether process ``pid`` exists (a zombie of ours counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def gated_results(tmp_path):
+    """The gated trial's ``result.json`` and its whole lines, once it holds two; else None."""
+    for path in (tmp_path / "runs").glob("nodeloss-*/*/result.json"):
+        text = path.read_text()
+        lines = text[: text.rfind("\n") + 1].splitlines()  # whole lines only
+        if len(lines) >= 2 and json.loads(lines[0])["config"]["lr"] == 0.001:
+            return path, lines
+    return None
+
+
 def test_a_node_lost_mid_trial_and_the_trial_finishes_on_the_other(ray_cluster, tmp_path):
     from ray.cluster_utils import Cluster
 
@@ -48,14 +67,15 @@ def test_a_node_lost_mid_trial_and_the_trial_finishes_on_the_other(ray_cluster, 
             text=True,
         )
         wait_for(lambda: Path(f"{gate}.waiting").exists(), "the gated trial at its gate")
-        (gated,) = [
-            p
-            for p in (tmp_path / "runs").glob("nodeloss-*/*/result.json")
-            if json.loads(p.read_text().splitlines()[0])["config"]["lr"] == 0.001
-        ]
-        lost = json.loads(gated.read_text().splitlines()[-1])["node_id"]
+        # The driver records results on its own time: wait for the gated trial's two.
+        wait_for(lambda: gated_results(tmp_path), "the gated trial's two epochs recorded")
+        gated, lines = gated_results(tmp_path)
+        lost, worker = json.loads(lines[1])["node_id"], json.loads(lines[1])["pid"]
         (node,) = [n for n in nodes if n.node_id == lost]
         cluster.remove_node(node, allow_graceful=False)
+        # The trial's worker outlives its raylet for a moment: open the gate only once it
+        # is gone, or it could finish the trial on a node that no longer exists.
+        wait_for(lambda: not alive(worker), "the lost node's worker gone")
         gate.touch()
         out, err = driver.communicate(timeout=300)
     finally:

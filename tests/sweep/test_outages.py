@@ -23,7 +23,7 @@ from versatil.cli_common import run_main
 from versatil.sweep.__main__ import main
 
 
-def sweep_data(tmp_path, name, max_epochs=4):
+def sweep_data(tmp_path, name, max_epochs=4, **task_params):
     """Two trials on two nodes; the one with lr 0.001 waits at its second epoch's start."""
     return gated_sweep(
         tmp_path,
@@ -31,6 +31,7 @@ def sweep_data(tmp_path, name, max_epochs=4):
         [0.001, 0.002],
         max_concurrent_trials=2,
         trainer={"max_epochs": max_epochs, "accelerator": "cpu"},
+        task_params=task_params,
     )
 
 
@@ -71,13 +72,16 @@ def test_server_down_for_30_s_mid_sweep_then_back(ray_cluster, tmp_path, caplog)
     root.mkdir()
     server, uri = start_mlflow_server(root)
     port = int(uri.rsplit(":", 1)[1])
-    gate, servers, started = tmp_path / "gate", [server], []
+    gate, second, servers, started = tmp_path / "gate", tmp_path / "second", [server], []
 
     def outage():
-        wait_for(lambda: Path(f"{gate}.waiting").exists(), "the gated trial at its gate")
+        for each in (gate, second):  # both trials wait at their second epoch
+            wait_for(lambda each=each: Path(f"{each}.waiting").exists(), f"{each.name} waiting")
         stop_mlflow_server(servers[0])
         down = time.monotonic()
-        # The other trial reports its remaining epochs, and ends, while nothing answers.
+        # One trial reports its remaining epochs, and ends, while nothing answers; the
+        # other holds the sweep open until the server is back.
+        second.touch()
         wait_for(lambda: started and completed(started[0], 1), "one trial completed")
         time.sleep(max(0.0, 30 - (time.monotonic() - down)))
         servers.append(start_mlflow_server(root, port=port)[0])
@@ -88,7 +92,9 @@ def test_server_down_for_30_s_mid_sweep_then_back(ray_cluster, tmp_path, caplog)
     caplog.set_level(logging.WARNING, logger="versatil.sweep.tracking.live")
     try:
         outcome = run_sweep(
-            validate_sweep(sweep_data(tmp_path, "outage")),
+            validate_sweep(
+                sweep_data(tmp_path, "outage", second_gate=str(second), second_lr=0.002)
+            ),
             tracking_uri=uri,
             stream=io.StringIO(),
             on_start=started.append,
@@ -97,6 +103,7 @@ def test_server_down_for_30_s_mid_sweep_then_back(ray_cluster, tmp_path, caplog)
         counted = assert_exactly_once(outcome.experiment_dir)  # the restarted server
     finally:
         gate.touch()
+        second.touch()
         for each in servers:
             stop_mlflow_server(each)
     assert counted.epochs == 8
