@@ -149,7 +149,9 @@ def test_the_sweep_ends_without_the_store_and_sync_backfills(
         fault.check()
         out, err = capsys.readouterr()
         assert code == 0, err[-3000:]
-        assert "Traceback" not in err
+        # None of the CLI's own (Ray forwards a worker's lines prefixed "(run_trial pid=N)";
+        # one shut down at the end may print Ray's own SIGTERM traceback there).
+        assert not [line for line in err.splitlines() if line.startswith("Traceback")]
         assert "2 trials in" in out and "2 completed" in out
         (experiment_dir,) = (tmp_path / "runs").glob(f"{name}-*")
         for trial in (p.parent.name for p in experiment_dir.glob("*/result.json")):
