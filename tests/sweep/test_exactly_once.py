@@ -56,3 +56,57 @@ def test_params_beyond_mlflows_limits_are_logged_not_crashed(tmp_path):
     assert held.params["vocabulary"].endswith("... [truncated from 10000 characters]")
     assert held.tags["versatil.truncated_params"] == "vocabulary"
     assert held.params["lr"] == "0.01" and held.params["hparams.lr"] == "0.02"
+
+
+class CountingClient(MlflowClient):
+    """A real client that counts the requests it makes."""
+
+    def __init__(self, uri):
+        super().__init__(uri)
+        self.batches = []
+
+    def log_batch(self, run_id, metrics=(), params=(), tags=(), **kwargs):
+        self.batches.append((len(metrics), len(params), len(tags)))
+        return super().log_batch(run_id, metrics=metrics, params=params, tags=tags, **kwargs)
+
+
+def test_a_runs_params_go_out_with_its_first_epoch_in_one_request(tmp_path):
+    context = open_sweep_run(
+        tracking_uri=default_tracking_uri(tmp_path),
+        experiment="once",
+        experiment_dir=tmp_path / "once-1",
+        storage_dir=tmp_path,
+        sweep_yaml="name: once\n",
+        objective="val_loss",
+        mode="min",
+    )
+    client = CountingClient(context.tracking_uri)
+    child = ChildRun.open(
+        client, context, trial_id="t_1", trial_name="t_1", axes={"lr": 0.01}, config=None
+    )
+    assert client.batches == []
+    child.log_epoch({**result(0), "hparams": {"width": "64", "lr": "0.02"}})
+    # lr (the axis), width and hparams.lr (the module's own lr, another value): one request.
+    assert client.batches == [(2, 3, 0)]
+    held = client.get_run(child.run_id).data
+    assert held.params == {"lr": "0.01", "width": "64", "hparams.lr": "0.02"}
+    assert held.metrics == {"val_loss": 1.0, "samples_per_sec": 100.0}
+
+
+def test_a_trial_that_ends_before_its_first_epoch_still_gets_its_params(tmp_path):
+    client, child = open_child(tmp_path, tmp_path / "once-1")
+    child.finish("failed", "bad params")
+    run = client.get_run(child.run_id)
+    assert run.data.params == {"lr": "0.01"}
+    assert run.data.tags["versatil.status"] == "failed"
+    assert run.info.status == "FAILED"
+
+
+def test_an_epoch_beyond_one_requests_limits_is_split_and_logged_whole(tmp_path):
+    client, child = open_child(tmp_path, tmp_path / "once-1")
+    hparams = {f"layer.{i}.width": str(i) for i in range(150)}
+    metrics = {f"head.{i}/loss": float(i) for i in range(1500)}
+    assert child.log_epoch({"epoch": 0, **metrics, "hparams": hparams}) == 1500
+    held = client.get_run(child.run_id).data
+    assert len(held.params) == 151 and len(held.metrics) == 1500
+    assert held.metrics["head.1499/loss"] == 1499.0

@@ -15,7 +15,8 @@ __all__ = ["ChildRun", "log_checkpoint", "mlflow_key", "run_name", "trial_params
 
 # MLflow's limits on one request and on a param (mlflow.utils.validation).
 MAX_PARAMS_PER_BATCH = 100
-MAX_METRICS_PER_BATCH = 1000
+MAX_ENTITIES_PER_BATCH = 1000
+"""Metrics, params and tags together; metrics alone have the same limit."""
 MAX_PARAM_VALUE = 6000
 MAX_KEY = 250
 
@@ -92,9 +93,14 @@ def _fit_params(params: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
 class ChildRun:
     """A trial's child run under the sweep's parent run.
 
+    Params wait in :attr:`pending` and go out in the same ``log_batch`` as the run's next
+    metrics (one request, one transaction, where separate calls cost each their own), or
+    at its end.
+
     Attributes:
         run_id: The MLflow run id.
         params: The params the run holds (MLflow params cannot change once logged).
+        pending: Params to log with the run's next batch.
         steps: The steps each metric holds: MLflow keeps every value logged, so a step
             already there (an epoch Tune reports again after a restore, or one a backfill
             finds missing) is never logged twice.
@@ -105,6 +111,8 @@ class ChildRun:
         self.client = client
         self.run_id = run_id
         self.params: dict[str, str] = dict(params or {})
+        self.pending: dict[str, str] = {}
+        self._truncated: list[str] = []
         self.steps: dict[str, set[int]] = {}
         self.ended = False
 
@@ -129,7 +137,7 @@ class ChildRun:
         axes: Mapping[str, Any],
         config: Any | None,
     ) -> ChildRun:
-        """Continues the trial's run if one exists, else creates it with its params.
+        """Continues the trial's run if one exists, else creates it; its params go pending.
 
         Args:
             client: An ``MlflowClient`` for ``context.tracking_uri``.
@@ -145,6 +153,7 @@ class ChildRun:
             child = cls(client, existing.info.run_id, existing.data.params)
             child.load_steps(existing.data.metrics)
             child.ended = existing.info.status != "RUNNING"
+            child.add_params(trial_params(axes, config))  # any its first driver missed
             return child
         run = client.create_run(
             context.experiment_id,
@@ -158,7 +167,7 @@ class ChildRun:
             },
         )
         child = cls(client, run.info.run_id)
-        child.log_params(trial_params(axes, config))
+        child.add_params(trial_params(axes, config))
         if config is not None:
             import yaml
 
@@ -173,42 +182,39 @@ class ChildRun:
             self.client.update_run(self.run_id, status="RUNNING")
             self.ended = False
 
-    def log_params(self, params: Mapping[str, str]) -> None:
-        """Logs the params the run does not hold yet, in batches MLflow accepts.
+    def add_params(self, params: Mapping[str, str]) -> None:
+        """Adds the params the run does not hold yet to :attr:`pending`.
 
         A name the run already holds with another value (a module hyperparameter named
-        like a task param) is logged as ``hparams.NAME`` instead: params cannot change.
+        like a task param) becomes ``hparams.NAME`` instead: params cannot change.
         """
-        from mlflow.entities import Param
-
         fitted, truncated = _fit_params(params)
-        new = {}
         for key, value in fitted.items():
-            held = self.params.get(key)
+            held = self.params.get(key, self.pending.get(key))
             if held is not None and held != value:
                 key = mlflow_key(f"{HPARAMS}.{key}")
-                held = self.params.get(key)
+                held = self.params.get(key, self.pending.get(key))
             if held is None:
-                new[key] = value
-        items = [Param(k, v) for k, v in new.items()]
-        for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(self.run_id, params=items[start : start + MAX_PARAMS_PER_BATCH])
-        self.params.update(new)
-        if truncated:
-            self.client.set_tag(self.run_id, tags.TRUNCATED_PARAMS, ", ".join(truncated)[:5000])
+                self.pending[key] = value
+        self._truncated += truncated
+
+    def log_params(self, params: Mapping[str, str]) -> None:
+        """Logs the params the run does not hold yet (see :meth:`add_params`) now."""
+        self.add_params(params)
+        self._send([])
 
     def log_epoch(self, result: Mapping[str, Any]) -> int:
         """Logs every metric of one epoch's result with the epoch as step; returns how many.
 
         Every numeric key that is not bookkeeping is a metric: what the module logged
         (``self.log``), versatil's throughput and memory, and the optimizer's values.
-        The module's hyperparameters, in a fit's first result, become params. A
-        (metric, step) the run already holds is skipped.
+        The module's hyperparameters, in a fit's first result, become params, sent with
+        the metrics. A (metric, step) the run already holds is skipped.
         """
         from mlflow.entities import Metric
 
         if isinstance(result.get(HPARAMS), Mapping):
-            self.log_params(result[HPARAMS])
+            self.add_params(result[HPARAMS])
         step = int(result.get(EPOCH, 0))
         now = int(time.time() * 1000)
         batch = [
@@ -216,15 +222,36 @@ class ChildRun:
             for name, v in ((mlflow_key(k), v) for k, v in metric_items(result))
             if step not in self.steps.get(name, ())
         ]
-        for start in range(0, len(batch), MAX_METRICS_PER_BATCH):
-            chunk = batch[start : start + MAX_METRICS_PER_BATCH]
-            self.client.log_batch(self.run_id, metrics=chunk)
-            for metric in chunk:
-                self.steps.setdefault(metric.key, set()).add(step)
+        self._send(batch)
         return len(batch)
 
+    def _send(self, metrics: list[Any]) -> None:
+        """Logs ``metrics`` and the pending params in as few batches as MLflow accepts."""
+        from mlflow.entities import Param, RunTag
+
+        while metrics or self.pending or self._truncated:
+            params = list(self.pending.items())[:MAX_PARAMS_PER_BATCH]
+            notes = []
+            if self._truncated:
+                note = ", ".join(sorted(set(self._truncated)))[:5000]
+                notes = [RunTag(tags.TRUNCATED_PARAMS, note)]
+            chunk = metrics[: MAX_ENTITIES_PER_BATCH - len(params) - len(notes)]
+            self.client.log_batch(
+                self.run_id,
+                metrics=chunk,
+                params=[Param(k, v) for k, v in params],
+                tags=notes,
+            )
+            for key, _ in params:
+                self.params[key] = self.pending.pop(key)
+            for metric in chunk:
+                self.steps.setdefault(metric.key, set()).add(metric.step)
+            metrics = metrics[len(chunk) :]
+            self._truncated = [] if notes else self._truncated
+
     def finish(self, status: str, reason: str) -> None:
-        """Sets the final status (and reason) tags and ends the run."""
+        """Logs what params are pending, sets the final status (and reason) tags, ends the run."""
+        self._send([])
         self.client.set_tag(self.run_id, tags.STATUS, status)
         if reason:
             self.client.set_tag(self.run_id, tags.REASON, reason[:5000])
