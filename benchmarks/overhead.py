@@ -1,18 +1,25 @@
 """Benchmark: versatil's per-trial bookkeeping overhead, in the style of Ray Tune's release tests.
 
-Ray Tune's release test ``bookkeeping_overhead`` runs many trials that do almost nothing and
-reports how much the sweep's wall exceeds the trials' own work, per trial (about 0.14 s on
-16 CPUs). This script does the same for :func:`versatil.sweep.runner.run_sweep`, MLflow
-tracking on (the embedded SQLite store under a temporary storage path), with trials that
-each run one real Lightning fit of the built-in reaching task with tiny params::
+Ray Tune's release test ``bookkeeping_overhead`` runs many short trials and reports how
+much the sweep's wall exceeds the trials' own work, per trial (about 0.14 s on 16 CPUs).
+This script does the same for :func:`versatil.sweep.runner.run_sweep`, MLflow tracking on
+(the embedded SQLite store under a temporary storage path), with trials that each run one
+real Lightning fit of the built-in reaching task, of about 1 s (``--trial-length 1s``: 2
+epochs of 160 batches) or almost nothing (``tiny``: 1 epoch of one or two batches, ~0.05 s, where
+the bookkeeping is nearly all there is)::
 
     overhead per trial = (wall - sum(fit_time_s) / concurrency) / N
     ... excluding warm-up = (wall - warm-up - sum(fit_time_s) / concurrency) / N
+    ... steady state      = (last result - warm-up - sum(fit_time_s) / concurrency) / N
 
 where ``wall`` is :func:`run_sweep` as a whole on an already-running local Ray, each trial's
 ``fit_time_s`` comes from its last result, and the warm-up is the time from ``run_sweep``'s
-start to the driver's first result (Tune starting the workers, their torch/Lightning
-imports, MLflow opening, and the first fit itself).
+start to the start of the first fit (Tune starting the workers, their torch/Lightning
+imports, MLflow opening): the driver's clock at the first result less that result's own
+``fit_time_s``. The fit time is counted once, in the sum: a warm-up that ran to the first
+result would count the first fits twice, which weighs more per trial in a small sweep.
+The tail runs from the last result to ``run_sweep``'s return (ending the runs, the summary,
+Tune's result grid): a cost per sweep, which the steady state leaves out as well.
 
 Three parts:
 
@@ -27,7 +34,7 @@ Three parts:
 Run it on an otherwise idle machine::
 
     python benchmarks/overhead.py                     # 200 trials, scaling 8..64, the CLI
-    python benchmarks/overhead.py --trials 50 --scaling 8,16 --skip-cli
+    python benchmarks/overhead.py --trial-length tiny --scaling '' --skip-cli
 
 It writes JSON to ``--out`` (default ``benchmarks/results/overhead-<date>.json``).
 """
@@ -49,9 +56,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-TASK_PARAMS: dict[str, Any] = {"n_episodes": 8, "horizon": 10, "width": 8, "batch_size": 64}
-"""Tiny params of the reaching task: a 1-epoch fit is mostly Lightning's fixed cost."""
-EPOCHS = 1
+TRIAL_LENGTHS: dict[str, tuple[dict[str, Any], int]] = {
+    "1s": ({"n_episodes": 128, "horizon": 50, "width": 64, "batch_size": 32}, 2),
+    "tiny": ({"n_episodes": 8, "horizon": 10, "width": 8, "batch_size": 64}, 1),
+}
+"""Task params and epochs of a trial: about 1 s of training, or a fit that is mostly
+Lightning's fixed cost."""
 CONCURRENCY = 2
 RAY_RELEASE_S = 0.14
 """Ray Tune's release test ``bookkeeping_overhead``: seconds per trial on 16 CPUs."""
@@ -59,17 +69,18 @@ TARGET_S = 0.05
 PROGRESS_LINE = re.compile(r"^\[\s*([0-9.]+)s\] (\S+) epoch 1 ")
 
 
-def sweep_dict(name: str, trials: int, storage: Path) -> dict[str, Any]:
-    """The sweep of ``trials`` tiny trials (a grid over ``data_seed``) under ``storage``."""
+def sweep_dict(name: str, trials: int, storage: Path, length: str) -> dict[str, Any]:
+    """The sweep of ``trials`` trials of ``length`` (a grid over ``data_seed``) in ``storage``."""
+    params, epochs = TRIAL_LENGTHS[length]
     return {
         "name": name,
-        "task": {"name": "reaching", "params": dict(TASK_PARAMS)},
+        "task": {"name": "reaching", "params": dict(params)},
         "space": {"data_seed": {"grid": list(range(trials))}},
         "search": {"algorithm": "grid"},
         "scheduler": {"type": "fifo"},
         "resources": {"cpu": 1},
         "max_concurrent_trials": CONCURRENCY,
-        "trainer": {"max_epochs": EPOCHS, "accelerator": "cpu"},
+        "trainer": {"max_epochs": epochs, "accelerator": "cpu"},
         "storage_path": str(storage),
     }
 
@@ -85,26 +96,28 @@ class _Discard:
 
 
 def _first_result_callback(start: float) -> Any:
-    """A Tune callback that records the driver's clock (since ``start``) at the first result."""
+    """A Tune callback: the driver's clock (since ``start``) at the first and last results."""
     from ray import tune
 
     class _First(tune.Callback):
         def __init__(self) -> None:
             self.first_s = math.nan
             self.first_fit_s = math.nan
+            self.last_s = math.nan
             self.results = 0
 
         def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
+            self.last_s = time.perf_counter() - start
             if self.results == 0:
-                self.first_s = time.perf_counter() - start
+                self.first_s = self.last_s
                 self.first_fit_s = float(result.get("fit_time_s", math.nan))
             self.results += 1
 
     return _First()
 
 
-def measure_sweep(trials: int) -> dict[str, Any]:
-    """Times one ``run_sweep`` of ``trials`` tiny trials on the running Ray.
+def measure_sweep(trials: int, length: str) -> dict[str, Any]:
+    """Times one ``run_sweep`` of ``trials`` trials of ``length`` on the running Ray.
 
     Returns:
         Wall, warm-up, Σ fit time, the overheads per trial and the trial statuses.
@@ -113,7 +126,7 @@ def measure_sweep(trials: int) -> dict[str, Any]:
     from versatil.sweep.runner import run_sweep
 
     with tempfile.TemporaryDirectory(prefix=f"bench_overhead_{trials}_") as storage:
-        config = validate_sweep(sweep_dict(f"overhead_{trials}", trials, Path(storage)))
+        config = validate_sweep(sweep_dict(f"overhead_{trials}", trials, Path(storage), length))
         start = time.perf_counter()
         first = _first_result_callback(start)
         outcome = run_sweep(config, callbacks=[first], stream=_Discard())
@@ -124,12 +137,15 @@ def measure_sweep(trials: int) -> dict[str, Any]:
         status = str(row.metrics.get("status", row.status))
         statuses[status] = statuses.get(status, 0) + 1
     sum_fit = math.fsum(f for f in fits if math.isfinite(f))
-    warmup = first.first_s
+    warmup = first.first_s - first.first_fit_s  # to the first fit's start
     return {
         "trials": trials,
         "wall_s": wall,
         "run_sweep_wall_s": outcome.wall_s,
+        "first_result_s": first.first_s,
+        "last_result_s": first.last_s,
         "warmup_s": warmup,
+        "tail_s": wall - first.last_s,
         "first_fit_time_s": first.first_fit_s,
         "sum_fit_s": sum_fit,
         "mean_fit_s": sum_fit / len(fits) if fits else math.nan,
@@ -137,6 +153,7 @@ def measure_sweep(trials: int) -> dict[str, Any]:
         "statuses": statuses,
         "overhead_per_trial_s": (wall - sum_fit / CONCURRENCY) / trials,
         "overhead_per_trial_excl_warmup_s": (wall - warmup - sum_fit / CONCURRENCY) / trials,
+        "overhead_per_trial_steady_s": (first.last_s - warmup - sum_fit / CONCURRENCY) / trials,
     }
 
 
@@ -169,8 +186,8 @@ print(json.dumps(steps))
 """The CLI driver's steps before run_sweep's progress clock starts, each timed, in order."""
 
 
-def measure_cli(timeout_s: float) -> dict[str, Any]:
-    """Times ``python -m versatil.sweep`` (2 tiny trials, fresh driver) to its first result.
+def measure_cli(timeout_s: float, length: str) -> dict[str, Any]:
+    """Times ``python -m versatil.sweep`` (2 trials, fresh driver) to its first result.
 
     Measured in the CLI's run: ``to_first_line_s`` (this process's clock from spawning it to
     reading its first ``epoch 1`` line), the line's own stamp (the progress printer's clock,
@@ -185,7 +202,8 @@ def measure_cli(timeout_s: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench_overhead_cli_") as tmp:
         storage = Path(tmp) / "runs"
         sweep_file = Path(tmp) / "cli_overhead.yaml"
-        sweep_file.write_text(json.dumps(sweep_dict("cli_overhead", 2, storage)))  # YAML ⊃ JSON
+        cli_sweep = sweep_dict("cli_overhead", 2, storage, length)
+        sweep_file.write_text(json.dumps(cli_sweep))  # YAML ⊃ JSON
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         command = [sys.executable, "-m", "versatil.sweep", "--config", str(sweep_file)]
         start = time.perf_counter()
@@ -267,15 +285,17 @@ def machine() -> dict[str, Any]:
 
 def table(report: dict[str, Any]) -> str:
     rows = [
-        "| N | wall | warm-up | Σfit/c | overhead/trial | excl. warm-up |",
-        "|---|---|---|---|---|---|",
+        "| N | wall | warm-up | tail | Σfit/c | overhead/trial | excl. warm-up | steady state |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     runs = [*report["scaling"], *([report["main"]] if report.get("main") else [])]
     for run in runs:
         rows.append(
             f"| {run['trials']} | {run['wall_s']:.1f} s | {run['warmup_s']:.1f} s | "
-            f"{run['sum_fit_s'] / CONCURRENCY:.1f} s | {run['overhead_per_trial_s']:.3f} s | "
-            f"{run['overhead_per_trial_excl_warmup_s']:.3f} s |"
+            f"{run['tail_s']:.2f} s | {run['sum_fit_s'] / CONCURRENCY:.1f} s | "
+            f"{run['overhead_per_trial_s']:.3f} s | "
+            f"{run['overhead_per_trial_excl_warmup_s']:.3f} s | "
+            f"{run['overhead_per_trial_steady_s']:.3f} s |"
         )
     cli = report.get("cli")
     if cli:
@@ -301,13 +321,18 @@ def table(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=200, help="N of the main run (0: skip)")
+    parser.add_argument("--trial-length", choices=sorted(TRIAL_LENGTHS), default="1s")
     parser.add_argument("--scaling", default="8,16,32,64", help="comma-separated N ('' skips)")
     parser.add_argument("--out", type=Path, default=None, help="the JSON report")
     parser.add_argument("--skip-cli", action="store_true", help="skip the CLI's first result")
     parser.add_argument("--cli-timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
     scaling = [int(n) for n in args.scaling.split(",") if n.strip()]
-    out = args.out or Path(__file__).parent / "results" / f"overhead-{time.strftime('%Y%m%d')}.json"
+    suffix = "" if args.trial_length == "1s" else f"-{args.trial_length}"
+    out = args.out or Path(__file__).parent / "results" / (
+        f"overhead{suffix}-{time.strftime('%Y%m%d')}.json"
+    )
+    params, epochs = TRIAL_LENGTHS[args.trial_length]
     started = time.perf_counter()
     report: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -316,8 +341,9 @@ def main(argv: list[str] | None = None) -> int:
             "trials": args.trials,
             "scaling": scaling,
             "concurrency": CONCURRENCY,
-            "epochs": EPOCHS,
-            "task_params": TASK_PARAMS,
+            "trial_length": args.trial_length,
+            "epochs": epochs,
+            "task_params": params,
             "axis": "data_seed grid",
             "search": "grid",
             "scheduler": "fifo",
@@ -333,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     # The CLI first: its fresh driver starts its own local Ray, before this one starts.
     if not args.skip_cli:
         print("CLI: time to first result ...", flush=True)
-        report["cli"] = measure_cli(args.cli_timeout)
+        report["cli"] = measure_cli(args.cli_timeout, args.trial_length)
     import ray
 
     t = time.perf_counter()
@@ -342,10 +368,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for n in scaling:
             print(f"scaling: {n} trials ...", flush=True)
-            report["scaling"].append(measure_sweep(n))
+            report["scaling"].append(measure_sweep(n, args.trial_length))
         if args.trials > 0:
             print(f"main: {args.trials} trials ...", flush=True)
-            report["main"] = measure_sweep(args.trials)
+            report["main"] = measure_sweep(args.trials, args.trial_length)
     finally:
         ray.shutdown()
     report["benchmark_wall_s"] = time.perf_counter() - started

@@ -17,7 +17,7 @@ their files in the page cache. Run it on an otherwise idle machine::
 
     python benchmarks/sweep_vs_plain.py --trials 16
     python benchmarks/sweep_vs_plain.py --trials 64 --json runs/bench_64.json
-    python benchmarks/sweep_vs_plain.py --trials 64 --epochs 5   # ~3 s fits, as in DESIGN
+    python benchmarks/sweep_vs_plain.py --trials 64 --epochs 5   # ~3 s fits
 
 ``--only plain`` or ``--only versatil`` runs one way in the current process and prints its
 raw timings as JSON (the parent uses it with ``--result-file``).
@@ -224,9 +224,9 @@ def run_way(way: str, trials: int) -> dict[str, Any]:
 
 
 def model_terms(raw: dict[str, Any], trials: int, c: int = CONCURRENCY) -> dict[str, float]:
-    """Measures t, o and w of DESIGN's model ``wall ~ w + N(t+o)/c`` from one way's run.
+    """Measures t, o and w of the model ``wall ~ w + N(t+o)/c`` from one way's run.
 
-    All times are on the driver's clock; like DESIGN's model, it describes the sweep on a
+    All times are on the driver's clock; like the model, it describes the sweep on a
     running Ray (``tuner_s``), and ``ray.init`` is reported apart:
 
     * A trial's fit begins when its first result arrives minus the ``fit_time_s`` in it,
@@ -383,7 +383,7 @@ def print_report(report: dict[str, Any]) -> None:
     )
     tp, tv = report["ways"]["plain"]["terms"], report["ways"]["versatil"]["terms"]
     print(
-        f"bound (DESIGN): w + N(t+o)/c with measured t, w, o -> {report['bound']:.1f}x "
+        f"bound (model): w + N(t+o)/c with measured t, w, o -> {report['bound']:.1f}x "
         f"(o_versatil -> 0: {report['bound_o_versatil_0']:.1f}x; "
         f"versatil efficiency <= {report['bound_efficiency_versatil']:.2f})"
     )

@@ -14,17 +14,22 @@ logs the epoch in one ``log_batch``)::
     python benchmarks/tracking_overhead.py --tracking-uri http://127.0.0.1:5000
 
 It prints each fit's wall time and samples/s, the overhead of the median fit wall, and the
-time the driver's thread took to log a result.
+time the driver's thread took to log a result, and writes them to ``--out`` (default
+``benchmarks/results/tracking_overhead-<date>.json``).
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import multiprocessing
+import os
+import platform
 import statistics
 import tempfile
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +83,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--tracking-uri", default=None)
+    parser.add_argument("--out", type=Path, default=None, help="the JSON report")
     args = parser.parse_args()
+    out = args.out or Path(__file__).parent / "results" / (
+        f"tracking_overhead-{time.strftime('%Y%m%d')}.json"
+    )
 
     from versatil.cli_common import quiet_libraries
     from versatil.sweep.tracking import default_tracking_uri
@@ -152,6 +161,29 @@ def main() -> None:
         f"(median); the driver's thread logs it in {1000 * statistics.median(logged):.1f} ms "
         f"(median, max {1000 * max(logged):.1f} ms, a trial's first result and end included)"
     )
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            **{name: metadata.version(name) for name in ("torch", "lightning", "mlflow")},
+        },
+        "store": "server" if args.tracking_uri else "embedded SQLite",
+        "epochs": args.epochs,
+        "repeats": args.repeats,
+        "task_params": TASK,
+        "open_parent_s": open_s,
+        "fit_wall_s": walls,
+        "samples_per_sec": speeds,
+        "median_fit_wall_s": {"off": off, "on": on},
+        "overhead_fraction": (on - off) / off,
+        "handoff_s_median": statistics.median(handoffs),
+        "driver_log_s_median": statistics.median(logged),
+        "driver_log_s_max": max(logged),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"JSON: {out}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The enums against the table in DESIGN.md: one case per member and method."""
+"""The enums against the table of members and values: one case per member and method."""
 
 import pytest
 import torch
