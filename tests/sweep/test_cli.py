@@ -43,6 +43,9 @@ def test_zero_argument_quickstart_runs_locally_and_summarizes(tmp_path):
     assert os.path.isfile(os.path.join(checkpoint, "last.ckpt"))
     # The driver trains nothing: torch and Lightning load only in the workers.
     assert "driver imported: ['mlflow']" in out
+    # Tune's own console output stays off: the sweep prints its progress and paths itself.
+    for noise in ("Configuration for experiment", "View detailed results here"):
+        assert noise not in out + result.stderr
     header = next(line for line in out.splitlines() if " trial " in line)
     for column in ("precision", "compile_mode", "lr", "val_loss", "samples_per_sec", "status"):
         assert column in header

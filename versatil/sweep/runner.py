@@ -6,6 +6,7 @@ Nothing here imports torch or Lightning; the trials do, in their (reused) worker
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -229,6 +230,26 @@ class ProgressPrinter:
         )
 
 
+@contextlib.contextmanager
+def _tune_console_quiet() -> Any:
+    """Keeps Tune's own console output off while the sweep runs.
+
+    At ``verbose=0`` Tune's default output engine still prints a "Configuration for
+    experiment" box and "View detailed results here"; the sweep prints its own progress,
+    summary and paths. ``RAY_AIR_NEW_OUTPUT=0`` selects Tune's other engine, which prints
+    nothing at ``verbose=0``. Set for the fit only, unless the environment already says.
+    """
+    key = "RAY_AIR_NEW_OUTPUT"
+    if key in os.environ:
+        yield
+        return
+    os.environ[key] = "0"
+    try:
+        yield
+    finally:
+        os.environ.pop(key, None)
+
+
 def experiment_dirs(config: SweepConfig) -> list[Path]:
     """Earlier runs of this sweep under its storage path, oldest first."""
     root = config.storage_dir()
@@ -399,7 +420,7 @@ def run_sweep(
     # Tune warns about every trial without results; the summary reports those trials.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     try:
-        with registered(experiment_dir.name, live_callbacks):
+        with registered(experiment_dir.name, live_callbacks), _tune_console_quiet():
             results = tuner.fit()
     except tune.TuneError:
         _ = sweep_tracker.context  # MLflow never opened: raises its one-line error
