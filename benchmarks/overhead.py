@@ -2,7 +2,7 @@
 
 Ray Tune's release test ``bookkeeping_overhead`` runs many short trials and reports how
 much the sweep's wall exceeds the trials' own work, per trial (about 0.14 s on 16 CPUs).
-This script does the same for :func:`versatil.sweep.runner.run_sweep`, MLflow tracking on
+This script does the same for :func:`versatil.sweep.engine.runner.run_sweep`, MLflow tracking on
 (the embedded SQLite store under a temporary storage path), with trials that each run one
 real Lightning fit of the built-in reaching task, of about 1 s (``--trial-length 1s``: 2
 epochs of 160 batches) or almost nothing (``tiny``: 1 epoch of one or two batches, ~0.05 s, where
@@ -122,8 +122,8 @@ def measure_sweep(trials: int, length: str) -> dict[str, Any]:
     Returns:
         Wall, warm-up, Σ fit time, the overheads per trial and the trial statuses.
     """
-    from versatil.sweep.config import validate_sweep
-    from versatil.sweep.runner import run_sweep
+    from versatil.sweep.config.schema import validate_sweep
+    from versatil.sweep.engine.runner import run_sweep
 
     with tempfile.TemporaryDirectory(prefix=f"bench_overhead_{trials}_") as storage:
         config = validate_sweep(sweep_dict(f"overhead_{trials}", trials, Path(storage), length))
@@ -160,20 +160,20 @@ def measure_sweep(trials: int, length: str) -> dict[str, Any]:
 DRIVER_STEPS = """
 import json, sys, time
 t = time.perf_counter()
-import versatil.sweep.__main__
+import versatil.sweep.cli.main
 steps = {"cli_imports": time.perf_counter() - t}
 t = time.perf_counter()
-from versatil.sweep.config import load_sweep
+from versatil.sweep.config.schema import load_sweep
 config = load_sweep(sys.argv[1])
 steps["load_sweep"] = time.perf_counter() - t
 t = time.perf_counter()
-from versatil.sweep.runner import connect_ray, run_sweep
+from versatil.sweep.engine.runner import connect_ray, run_sweep
 steps["import_runner"] = time.perf_counter() - t
 t = time.perf_counter()
 from ray import tune
 steps["import_ray_tune"] = time.perf_counter() - t
 t = time.perf_counter()
-from versatil.sweep.checks import check_task
+from versatil.sweep.config.checks import check_task
 check_task(config)
 steps["check_task"] = time.perf_counter() - t
 t = time.perf_counter()

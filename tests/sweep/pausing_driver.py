@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from versatil.cli_common import run_cli
-from versatil.sweep.__main__ import main
+from versatil.sweep.cli.main import main
 from versatil.sweep.tracking import reconcile
 
 MARKER = Path(sys.argv[1])

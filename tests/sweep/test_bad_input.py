@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from versatil.cli_common import run_main
-from versatil.sweep.__main__ import build_parser, build_report_parser, main
-from versatil.sweep.shipped import shipped_sweeps
+from versatil.sweep.cli.main import build_parser, build_report_parser, main
+from versatil.sweep.config.shipped import shipped_sweeps
 
 MIN_CASES = 1000
 

@@ -7,8 +7,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from versatil.errors import ConfigError
-from versatil.sweep.__main__ import main
-from versatil.sweep.runner import run_sweep
+from versatil.sweep.cli.main import main
+from versatil.sweep.engine.runner import run_sweep
 from versatil.training.settings import ACCELERATORS
 
 USER_TASK = "tests.user_tasks.dict_batches:build"

@@ -12,7 +12,7 @@ import types
 import pytest
 
 from versatil.cli_common import run_main
-from versatil.sweep.__main__ import build_parser, build_report_parser, main
+from versatil.sweep.cli.main import build_parser, build_report_parser, main
 from versatil.training.constants import PrecisionType
 
 

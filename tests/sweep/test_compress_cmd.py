@@ -18,13 +18,14 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from versatil.cli_common import run_main
-from versatil.sweep.__main__ import build_parser, main
-from versatil.sweep.compress_cmd import build_compress_parser, compress_after_sweep
-from versatil.sweep.config import load_sweep, validate_sweep
-from versatil.sweep.int8_runs import int8_points
-from versatil.sweep.report import load_report, render
-from versatil.sweep.runner import run_sweep
-from versatil.sweep.tracking import child_runs, tags
+from versatil.sweep.cli.main import build_parser, main
+from versatil.sweep.cli.report import load_report, render
+from versatil.sweep.config.schema import load_sweep, validate_sweep
+from versatil.sweep.engine.runner import run_sweep
+from versatil.sweep.int8.compress import build_compress_parser, compress_after_sweep
+from versatil.sweep.int8.runs import int8_points
+from versatil.sweep.tracking import child_runs
+from versatil.sweep.vocab import tags
 from versatil.training.checkpoint import load_for_inference
 from versatil.training.constants import PrecisionType
 from versatil.training.tasks import build_task

@@ -8,10 +8,10 @@ import yaml
 
 from versatil.cli_common import parse_assignment
 from versatil.errors import ConfigError
-from versatil.sweep.__main__ import main
-from versatil.sweep.config import apply_overrides, load_sweep, validate_sweep
-from versatil.sweep.shipped import resolve_config, shipped_sweeps
-from versatil.sweep.space import expand_trials
+from versatil.sweep.cli.main import main
+from versatil.sweep.config.schema import apply_overrides, load_sweep, validate_sweep
+from versatil.sweep.config.shipped import resolve_config, shipped_sweeps
+from versatil.sweep.engine.space import expand_trials
 
 SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
 EXPECTED_TRIALS = {
@@ -387,7 +387,7 @@ def test_bad_objectives_name_field_value_and_choices(objective, scheduler, messa
 
 
 def test_a_missing_objective_names_every_missing_metric():
-    from versatil.sweep.trial_results import missing_objective
+    from versatil.sweep.worker.reports import missing_objective
 
     config = validate_sweep(
         {"name": "x", "objective": {"metrics": {"val_loss": "min", "acc": "max"}}}

@@ -5,7 +5,7 @@ import ray
 import yaml
 
 from versatil.cli_common import run_main
-from versatil.sweep.__main__ import main
+from versatil.sweep.cli.main import main
 
 
 @pytest.mark.parametrize("where", ["under_a_file", "in_proc"])
@@ -43,7 +43,7 @@ def test_a_trial_out_of_memory_fails_with_that_reason_and_the_sweep_goes_on(
 ):
     import io
 
-    from versatil.sweep.runner import run_sweep
+    from versatil.sweep.engine.runner import run_sweep
 
     config = sweep_config(
         task={"name": "tests.user_tasks.memory_hog:build"},
@@ -78,7 +78,7 @@ def test_a_torn_checkpoint_met_on_restore(
     import io
     import json
 
-    from versatil.sweep.runner import run_sweep
+    from versatil.sweep.engine.runner import run_sweep
 
     config = sweep_config(
         name=f"torn-{policy}",
@@ -123,8 +123,8 @@ def test_a_worker_killed_while_writing_its_checkpoint(ray_cluster, tmp_path):
 
     from tests.sweep.drivers import gated_sweep, wait_for
     from tests.sweep.exactly_once import assert_exactly_once
-    from versatil.sweep.config import validate_sweep
-    from versatil.sweep.runner import run_sweep
+    from versatil.sweep.config.schema import validate_sweep
+    from versatil.sweep.engine.runner import run_sweep
 
     config = validate_sweep(
         gated_sweep(

@@ -1,9 +1,9 @@
 """The judged summary: the legend says which trials the front leaves out; the front plot."""
 
 from versatil.status import TrialStatus
-from versatil.sweep.front_plot import ExtraPoint, plot_front
-from versatil.sweep.judgement import judge, summary_text
-from versatil.sweep.summary import TrialRow
+from versatil.sweep.results.judgement import judge, summary_text
+from versatil.sweep.results.plots import ExtraPoint, plot_front
+from versatil.sweep.results.rows import TrialRow
 
 OBJECTIVES = [("val_loss", "min"), ("samples_per_sec", "max")]
 

@@ -5,7 +5,7 @@ def test_the_report_counts_an_epoch_logged_twice_once(tmp_path):
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
-    from versatil.sweep.report import load_report
+    from versatil.sweep.cli.report import load_report
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)

@@ -13,7 +13,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from versatil.cli_common import run_main
-from versatil.sweep.__main__ import main
+from versatil.sweep.cli.main import main
 from versatil.sweep.tracking import child_runs
 
 OBJECTIVES = {"val_loss": "min", "samples_per_sec": "max"}
@@ -142,7 +142,7 @@ def test_front_tags_and_verdict_match_the_runs(ray_cluster, mlflow_server, tmp_p
 def test_optuna_samples_several_objectives_and_asha_stops_on_one(ray_cluster, sweep_config):
     from ray.tune.search.optuna import OptunaSearch
 
-    from versatil.sweep.runner import _make_scheduler, _make_searcher, run_sweep
+    from versatil.sweep.engine.runner import _make_scheduler, _make_searcher, run_sweep
 
     config = sweep_config(
         name="multi-optuna",

@@ -20,7 +20,7 @@ from tests.mlflow_server import start_mlflow_server, stop_mlflow_server
 from tests.sweep.drivers import BOUND_S, gated_sweep, wait_for
 from tests.sweep.exactly_once import assert_exactly_once
 from versatil.cli_common import run_main
-from versatil.sweep.__main__ import main
+from versatil.sweep.cli.main import main
 
 
 def sweep_data(tmp_path, name, max_epochs=4, **task_params):
@@ -65,8 +65,8 @@ class Fault(threading.Thread):
 
 def test_server_down_for_30_s_mid_sweep_then_back(ray_cluster, tmp_path, caplog):
     """Results during the outage reach MLflow once the server is back, each epoch once."""
-    from versatil.sweep.config import validate_sweep
-    from versatil.sweep.runner import run_sweep
+    from versatil.sweep.config.schema import validate_sweep
+    from versatil.sweep.engine.runner import run_sweep
 
     root = tmp_path / "server"
     root.mkdir()

@@ -3,8 +3,13 @@
 import math
 
 from versatil.status import TrialStatus
-from versatil.sweep.pareto import crowding_distance, dominates, non_dominated_sort, rank_rows
-from versatil.sweep.summary import TrialRow, best_on_front, best_row
+from versatil.sweep.results.pareto import (
+    crowding_distance,
+    dominates,
+    non_dominated_sort,
+    rank_rows,
+)
+from versatil.sweep.results.rows import TrialRow, best_on_front, best_row
 
 
 def row(trial_id, status=TrialStatus.COMPLETED, **metrics):

@@ -6,15 +6,10 @@ import pytest
 
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
-from versatil.sweep.config import load_sweep, validate_sweep
-from versatil.sweep.post_training import (
-    Selection,
-    finished,
-    select_pareto,
-    select_top,
-    select_trials,
-)
-from versatil.sweep.summary import TrialRow, summary_marks
+from versatil.sweep.config.post_training import Selection
+from versatil.sweep.config.schema import load_sweep, validate_sweep
+from versatil.sweep.int8.selection import finished, select_pareto, select_top, select_trials
+from versatil.sweep.results.rows import TrialRow, summary_marks
 
 
 def row(trial_id, objective, speed, status=TrialStatus.COMPLETED):
@@ -115,8 +110,8 @@ def test_a_bad_post_training_section_is_one_clear_error(tmp_path, text, message)
 def test_int8_runs_become_plot_points_with_their_objective_and_inference_speed():
     from types import SimpleNamespace
 
-    from versatil.sweep.int8_runs import Int8Row
-    from versatil.sweep.report import int8_extra_points
+    from versatil.sweep.cli.report import int8_extra_points
+    from versatil.sweep.int8.runs import Int8Row
 
     def row(trial, metrics):
         return Int8Row(trial, "r-" + trial, "p-" + trial, "torch.ao", "mlflow", metrics)

@@ -2,10 +2,10 @@
 
 from ray.tune.experiment import Experiment
 
-from versatil.sweep.config import load_sweep
-from versatil.sweep.runner import _make_searcher, _num_samples
-from versatil.sweep.shipped import shipped_sweeps
-from versatil.sweep.space import build_param_space, expand_trials
+from versatil.sweep.config.schema import load_sweep
+from versatil.sweep.config.shipped import shipped_sweeps
+from versatil.sweep.engine.runner import _make_searcher, _num_samples
+from versatil.sweep.engine.space import build_param_space, expand_trials
 
 
 def started_by_tune(config):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from versatil.sweep.runner import run_sweep
+from versatil.sweep.engine.runner import run_sweep
 
 
 def run(config):

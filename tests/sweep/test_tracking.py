@@ -8,7 +8,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.sweep.exactly_once import assert_exactly_once
 from versatil.errors import ConfigError
-from versatil.sweep.runner import run_sweep
+from versatil.sweep.engine.runner import run_sweep
 from versatil.sweep.tracking import child_runs
 from versatil.training.constants import CheckpointFilename, CheckpointKey
 from versatil.training.tasks.reaching import BehaviorCloningPolicy
@@ -149,8 +149,8 @@ def test_a_killed_and_retried_trial_continues_its_own_run(ray_cluster, sweep_con
 def test_report_reads_the_runs_back(ray_cluster, mlflow_server, sweep_config, tmp_path, capsys):
     import json
 
-    from versatil.sweep.__main__ import main
-    from versatil.sweep.report import load_report, render
+    from versatil.sweep.cli.main import main
+    from versatil.sweep.cli.report import load_report, render
 
     config = sweep_config(name="reported", space={"precision": ["32", "bf16-true", "16-mixed"]})
     outcome = sweep(config, tracking_uri=mlflow_server)
@@ -182,7 +182,7 @@ def test_report_reads_the_runs_back(ray_cluster, mlflow_server, sweep_config, tm
 
 
 def test_report_of_an_unknown_experiment_lists_the_choices(mlflow_server):
-    from versatil.sweep.report import load_report
+    from versatil.sweep.cli.report import load_report
 
     with pytest.raises(
         ConfigError, match=r"report: no MLflow experiment 'nope' at .*; choose from"

@@ -24,9 +24,9 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from versatil.sweep.result_keys import flatten
-from versatil.sweep.runner import run_sweep
+from versatil.sweep.engine.runner import run_sweep
 from versatil.sweep.tracking import child_runs
+from versatil.sweep.vocab.keys import flatten
 from versatil.training.checkpoint import load_for_inference
 
 EPOCHS = 3

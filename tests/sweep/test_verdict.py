@@ -1,11 +1,11 @@
 """The verdict: speeds against eager fp32, the recommendation within the tolerance."""
 
 from versatil.status import TrialStatus
-from versatil.sweep.verdict import make_verdict, verdict_table
+from versatil.sweep.results.verdict import make_verdict, verdict_table
 
 
 def row(trial_id, precision, compile_mode, val_loss, speed, status=TrialStatus.COMPLETED):
-    from versatil.sweep.summary import TrialRow
+    from versatil.sweep.results.rows import TrialRow
 
     return TrialRow(
         trial_id=trial_id,
@@ -74,7 +74,7 @@ def test_nothing_finished():
 
 
 def test_changes_read_as_percentages():
-    from versatil.sweep.verdict import percent
+    from versatil.sweep.results.verdict import percent
 
     assert [percent(c) for c in (0.3, 0.004, 0.0018, -5.2e-8, 0.0)] == [
         "+30.0%",

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from versatil.status import TrialStatus
-from versatil.sweep.result_keys import EPOCH, HPARAMS, flatten, metric_items
-from versatil.sweep.tracking import tags
 from versatil.sweep.tracking.store import TrackingContext, find_child_run
+from versatil.sweep.vocab import tags
+from versatil.sweep.vocab.keys import EPOCH, HPARAMS, flatten, metric_items
 
 __all__ = ["ChildRun", "log_checkpoint", "mlflow_key", "run_name", "trial_params"]
 
@@ -55,7 +55,7 @@ def run_name(axes: Mapping[str, Any], fallback: str) -> str:
     The settings axes come first by value (an eager trial's compile mode reads ``eager``),
     then every other axis as ``name=value``.
     """
-    from versatil.sweep.config import ENUM_AXES, NONE
+    from versatil.sweep.config.schema import ENUM_AXES, NONE
 
     parts = []
     for name in ENUM_AXES:

@@ -18,7 +18,6 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
-from versatil.sweep.result_keys import EPOCH, STATUS
 from versatil.sweep.tracking.child_run import ChildRun
 from versatil.sweep.tracking.store import (
     TrackingContext,
@@ -26,6 +25,7 @@ from versatil.sweep.tracking.store import (
     client,
     is_reachable,
 )
+from versatil.sweep.vocab.keys import EPOCH, STATUS
 
 __all__ = ["SweepTracker"]
 
@@ -157,8 +157,8 @@ class SweepTracker:
         )
         self.down_since = None
         if self.experiment_dir is not None:
+            from versatil.sweep.results.records import read_trials
             from versatil.sweep.tracking.reconcile import backfill
-            from versatil.sweep.tune_records import read_trials
 
             try:
                 backfill(self, read_trials(self.experiment_dir), close=False)
@@ -191,7 +191,7 @@ class SweepTracker:
         """The trial's run: the one this driver holds, else found or created in the store."""
         child = self.children.get(trial_id)
         if child is None:
-            from versatil.sweep.trial_config import train_config_for
+            from versatil.sweep.config.trial import train_config_for
 
             try:
                 config = train_config_for(dict(axes), self.sweep)

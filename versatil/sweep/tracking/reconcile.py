@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from versatil.status import TrialStatus
-from versatil.sweep.tracking import tags
 from versatil.sweep.tracking.child_run import log_checkpoint
 from versatil.sweep.tracking.live import SweepTracker
 from versatil.sweep.tracking.registry import register_checkpoint
 from versatil.sweep.tracking.store import child_runs
+from versatil.sweep.vocab import tags
 
 __all__ = ["Backfilled", "SweepEnd", "TrackingGap", "backfill", "close_runs", "close_sweep"]
 
@@ -75,11 +75,11 @@ def backfill(tracker: SweepTracker, records: Sequence[Any], *, close: bool) -> B
 
     Args:
         tracker: Holds the store, the parent run and the runs already open.
-        records: ``TrialRecord``s from :func:`versatil.sweep.tune_records.read_trials`.
+        records: ``TrialRecord``s from :func:`versatil.sweep.results.records.read_trials`.
         close: End the runs of trials Tune recorded as over (with their final status);
             ``False`` while the sweep goes on.
     """
-    from versatil.sweep.tune_records import row_from_record
+    from versatil.sweep.results.records import row_from_record
 
     done = Backfilled()
     for record in records:
@@ -128,7 +128,7 @@ class SweepEnd:
     @classmethod
     def judged(cls, rows: Sequence[Any], judgement: Any) -> SweepEnd:
         """The end of a sweep whose ``rows`` were judged as ``judgement``."""
-        from versatil.sweep.judgement import summary_text
+        from versatil.sweep.results.judgement import summary_text
 
         return cls(
             best=judgement.best,

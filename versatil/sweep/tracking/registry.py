@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from versatil.sweep.tracking import tags
+from versatil.sweep.vocab import tags
 
 __all__ = ["register_checkpoint"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from versatil.errors import ConfigError
-from versatil.sweep.tracking import tags
+from versatil.sweep.vocab import tags
 
 __all__ = [
     "PARENT_FILE",

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from versatil.status import TrialStatus
-from versatil.sweep.config import SweepConfig
-from versatil.sweep.trial_results import (
+from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.worker.reports import (
     end_result,
     epoch_result,
     missing_objective,

@@ -105,7 +105,7 @@ def rank_rows(rows: Sequence[Any], objectives: Sequence[tuple[str, str]]) -> Ran
     """Ranks the trials that finished (status completed) with a finite value of every objective.
 
     Args:
-        rows: The sweep's :class:`~versatil.sweep.summary.TrialRow`\\ s.
+        rows: The sweep's :class:`~versatil.sweep.results.rows.TrialRow`\\ s.
         objectives: ``(metric, mode)`` pairs.
     """
     points: dict[str, list[float]] = {}

@@ -10,7 +10,7 @@ import itertools
 import random
 from typing import Any
 
-from versatil.sweep.config import ENUM_AXES, NumericAxis, SweepConfig
+from versatil.sweep.config.schema import ENUM_AXES, NumericAxis, SweepConfig
 
 __all__ = [
     "build_param_space",

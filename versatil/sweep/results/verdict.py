@@ -144,7 +144,7 @@ def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float =
     """Compares each setting with eager fp32 (or the slowest) and picks the recommendation.
 
     Args:
-        rows: The sweep's :class:`~versatil.sweep.summary.TrialRow`\\ s.
+        rows: The sweep's :class:`~versatil.sweep.results.rows.TrialRow`\\ s.
         metric: The primary objective.
         mode: ``min`` or ``max``.
         tolerance: The recommendation's objective is within this fraction of the best.

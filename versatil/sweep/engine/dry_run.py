@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from versatil.sweep.checks import check_task
-from versatil.sweep.config import ENUM_AXES, SweepConfig
-from versatil.sweep.space import expand_trials
-from versatil.sweep.trial_config import train_config_for
+from versatil.sweep.config.checks import check_task
+from versatil.sweep.config.schema import ENUM_AXES, SweepConfig
+from versatil.sweep.config.trial import train_config_for
+from versatil.sweep.engine.space import expand_trials
 from versatil.tables import format_table
 
 __all__ = ["print_dry_run", "trial_feasibility"]

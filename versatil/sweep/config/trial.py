@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from versatil.sweep.config import ENUM_AXES, NONE, SweepConfig
+from versatil.sweep.config.schema import ENUM_AXES, NONE, SweepConfig
 from versatil.training.config import TrainConfig
 
 __all__ = ["train_config_for", "worst_value"]

@@ -17,12 +17,13 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
-from versatil.sweep.front_plot import ExtraPoint, plot_front
-from versatil.sweep.int8_runs import INT8_LEGEND, Int8Row, int8_rows, int8_table
-from versatil.sweep.judgement import judge, summary_text
-from versatil.sweep.summary import SETTINGS_COLUMNS, THROUGHPUT_COLUMNS, TrialRow
-from versatil.sweep.tracking import TrackingContext, child_runs, tags
-from versatil.sweep.verdict import verdict_table
+from versatil.sweep.int8.runs import INT8_LEGEND, Int8Row, int8_rows, int8_table
+from versatil.sweep.results.judgement import judge, summary_text
+from versatil.sweep.results.plots import ExtraPoint, plot_front
+from versatil.sweep.results.rows import SETTINGS_COLUMNS, THROUGHPUT_COLUMNS, TrialRow
+from versatil.sweep.results.verdict import verdict_table
+from versatil.sweep.tracking import TrackingContext, child_runs
+from versatil.sweep.vocab import tags
 from versatil.tables import format_table
 
 __all__ = ["FORMATS", "SweepReport", "load_report", "render", "write_plots"]
@@ -39,7 +40,7 @@ class SweepReport:
         mode: The primary objective's mode.
         rows: The trials.
         objectives: ``(metric, mode)`` of every objective; default the primary alone.
-        tolerance: The verdict's tolerance (see :mod:`versatil.sweep.verdict`).
+        tolerance: The verdict's tolerance (see :mod:`versatil.sweep.results.verdict`).
     """
 
     def __init__(
@@ -197,7 +198,7 @@ def write_plots(
     """PNGs: objective vs throughput coloured by precision; throughput per precision x compile.
 
     A sweep of two or three objectives also gets ``pareto_front.png`` (see
-    :func:`~versatil.sweep.front_plot.plot_front`), with ``extra_points`` drawn on it.
+    :func:`~versatil.sweep.results.plots.plot_front`), with ``extra_points`` drawn on it.
     Both draw ``extra_points``, by default the sweep's INT8 runs (see ``compress``).
     """
     import matplotlib

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from versatil.status import TrialStatus
-from versatil.sweep.pareto import Ranking
+from versatil.sweep.results.pareto import Ranking
 from versatil.tables import format_table
 
 __all__ = ["TrialRow", "best_on_front", "best_row", "pareto_marks", "summary_table"]

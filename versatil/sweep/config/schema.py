@@ -16,8 +16,8 @@ from typing import Any, Literal
 import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error, did_you_mean
-from versatil.sweep.post_training import PostTrainingSection
-from versatil.sweep.sweep_file import check_plain_data, parse_yaml, read_text
+from versatil.sweep.config.post_training import PostTrainingSection
+from versatil.sweep.config.sweep_file import check_plain_data, parse_yaml, read_text
 from versatil.training.constants import PrecisionType
 from versatil.training.settings import (
     SETTING_ENUMS,
@@ -501,7 +501,7 @@ def load_sweep(path: Path | str, overrides: Mapping[str, Any] | None = None) -> 
 
     Raises:
         ConfigError: listing every problem in the file; also when the file cannot be read
-            or parsed (see :mod:`versatil.sweep.sweep_file`).
+            or parsed (see :mod:`versatil.sweep.config.sweep_file`).
     """
     path = Path(path)
     source = str(path)

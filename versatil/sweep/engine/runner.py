@@ -21,12 +21,12 @@ import yaml
 
 from versatil.errors import ConfigError, ServiceError
 from versatil.status import TrialStatus
-from versatil.sweep.checks import check_storage, check_task
-from versatil.sweep.config import NumericAxis, SweepConfig
-from versatil.sweep.judgement import Judgement, judge
-from versatil.sweep.result_keys import OBJECTIVE_MISSING, REASON, STATUS
-from versatil.sweep.space import build_param_space, grid_points, numeric_domain
-from versatil.sweep.summary import TrialRow
+from versatil.sweep.config.checks import check_storage, check_task
+from versatil.sweep.config.schema import NumericAxis, SweepConfig
+from versatil.sweep.engine.space import build_param_space, grid_points, numeric_domain
+from versatil.sweep.results.judgement import Judgement, judge
+from versatil.sweep.results.records import make_row, read_trials
+from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.tracking import (
     SweepEnd,
     SweepTracker,
@@ -38,8 +38,8 @@ from versatil.sweep.tracking import (
     default_tracking_uri,
     open_sweep_run,
 )
-from versatil.sweep.trial import run_trial
-from versatil.sweep.tune_records import make_row, read_trials
+from versatil.sweep.vocab.keys import OBJECTIVE_MISSING, REASON, STATUS
+from versatil.sweep.worker.trial import run_trial
 
 SWEEP_FILE = "sweep.yaml"
 """In the experiment directory: the sweep as it ran (``sync`` reads it back)."""
@@ -366,7 +366,7 @@ def run_sweep(
     progress = ProgressPrinter(config, stream)
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
-    from versatil.sweep.driver_callbacks import DriverCallbacks, registered
+    from versatil.sweep.engine.callbacks import DriverCallbacks, registered
 
     live_callbacks = [progress.callback, sweep_tracker.callback(), *callbacks]
     if resume:

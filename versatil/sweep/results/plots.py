@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from versatil.sweep.pareto import Ranking
-from versatil.sweep.verdict import setting_label, setting_of
+from versatil.sweep.results.pareto import Ranking
+from versatil.sweep.results.verdict import setting_label, setting_of
 
 __all__ = ["ExtraPoint", "plot_front"]
 

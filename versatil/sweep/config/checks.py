@@ -1,6 +1,6 @@
 """Checks of a sweep against its task and its storage path, before Ray starts.
 
-The sweep file's schema is checked when it loads (:mod:`versatil.sweep.config`); what
+The sweep file's schema is checked when it loads (:mod:`versatil.sweep.config.schema`); what
 needs the task is checked here: the names and values of its params, when the task's
 factory declares a pydantic ``params_model``. A factory without one takes any params, so
 only the factory itself is checked (it must import); a typo in a param name then shows
@@ -16,9 +16,9 @@ from typing import Any
 import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error, did_you_mean
-from versatil.sweep.config import ENUM_AXES, NumericAxis, SweepConfig
-from versatil.sweep.result_keys import BOOKKEEPING
-from versatil.sweep.summary import THROUGHPUT_COLUMNS
+from versatil.sweep.config.schema import ENUM_AXES, NumericAxis, SweepConfig
+from versatil.sweep.results.rows import THROUGHPUT_COLUMNS
+from versatil.sweep.vocab.keys import BOOKKEEPING
 from versatil.training.tasks import params_model_for
 
 __all__ = ["check_objectives", "check_storage", "check_task"]
@@ -35,7 +35,7 @@ def check_objectives(config: SweepConfig) -> None:
     """Checks that every objective can be a metric: not a bookkeeping key of a result.
 
     Whether the module logs it shows only in the first epoch (see
-    :func:`~versatil.sweep.trial_results.missing_objective`).
+    :func:`~versatil.sweep.worker.reports.missing_objective`).
 
     Raises:
         ConfigError: naming each objective that is bookkeeping, and metrics to use instead.

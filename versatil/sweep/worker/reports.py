@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from versatil.status import TrialStatus
-from versatil.sweep.config import SweepConfig
-from versatil.sweep.result_keys import HPARAMS, OBJECTIVE_MISSING, REASON, STATUS, flatten
-from versatil.sweep.trial_config import worst_value
+from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.config.trial import worst_value
+from versatil.sweep.vocab.keys import HPARAMS, OBJECTIVE_MISSING, REASON, STATUS, flatten
 
 __all__ = [
     "end_result",

@@ -1,5 +1,4 @@
-"""Which trials of a sweep are compressed to INT8: the sweep file's ``post_training`` section
-and the pure functions that pick the trials.
+"""The sweep file's ``post_training`` section: which trials a sweep compresses to INT8.
 
 ``post_training: {int8: pareto}`` (or ``best``, ``none``, ``{top: K}``) asks the sweep to
 compress its winners when it ends; ``python -m versatil.sweep compress`` takes the same
@@ -9,25 +8,11 @@ choice as ``--pareto``, ``--top K`` or ``--trial ID``. Nothing here imports torc
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Sequence
 from typing import Any, Literal
 
 import pydantic
 
-from versatil.status import TrialStatus
-from versatil.sweep.summary import TrialRow, pareto_front
-
-__all__ = [
-    "INT8_CHOICES",
-    "PostTrainingSection",
-    "Selection",
-    "TopK",
-    "finished",
-    "select_pareto",
-    "select_top",
-    "select_trials",
-]
+__all__ = ["INT8_CHOICES", "PostTrainingSection", "Selection", "TopK"]
 
 INT8_CHOICES = ("pareto", "best", "none")
 """The words ``post_training.int8`` takes; ``{top: K}`` is the other form."""
@@ -101,44 +86,3 @@ class Selection:
         if self.kind == "top":
             return "the best trial" if self.k == 1 else f"the {self.k} best trials"
         return f"trial {self.trial_id}"
-
-
-def finished(rows: Sequence[TrialRow]) -> list[TrialRow]:
-    """The trials that trained to a finite objective (completed, or stopped by a scheduler)."""
-    return [
-        r
-        for r in rows
-        if TrialStatus(r.status).ranked and r.objective is not None and math.isfinite(r.objective)
-    ]
-
-
-def select_pareto(rows: Sequence[TrialRow], mode: str) -> list[TrialRow]:
-    """The finished trials no other finished trial beats on both objective and throughput.
-
-    This is the front the report marks (``*`` and ``P``): a trial stays unless another is at
-    least as good on the objective and on ``samples_per_sec``, and better on one of them.
-    """
-    front = pareto_front(finished(rows), mode)
-    return [r for r in finished(rows) if r.trial_id in front]
-
-
-def select_top(rows: Sequence[TrialRow], mode: str, k: int) -> list[TrialRow]:
-    """The ``k`` best finished trials by objective; a tie goes to higher ``samples_per_sec``."""
-    sign = 1.0 if mode == "min" else -1.0
-
-    def key(row: TrialRow) -> tuple[float, float, str]:
-        throughput = row.metrics.get("samples_per_sec")
-        speed = float(throughput) if throughput is not None else -math.inf
-        return sign * float(row.objective), -speed, row.trial_id
-
-    return sorted(finished(rows), key=key)[:k]
-
-
-def select_trials(rows: Sequence[TrialRow], mode: str, selection: Selection) -> list[TrialRow]:
-    """The trials ``selection`` picks, best objective first (one trial for ``trial``)."""
-    if selection.kind == "trial":
-        return [r for r in finished(rows) if r.trial_id == selection.trial_id]
-    if selection.kind == "top":
-        return select_top(rows, mode, selection.k or 1)
-    chosen = {r.trial_id for r in select_pareto(rows, mode)}
-    return [r for r in select_top(rows, mode, len(rows)) if r.trial_id in chosen]

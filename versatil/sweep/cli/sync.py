@@ -76,12 +76,12 @@ class SyncOutcome:
 def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> SyncOutcome:
     """Reconciles one sweep invocation's runs with Tune's records in ``experiment_dir``."""
     from versatil.status import TrialStatus
-    from versatil.sweep.config import validate_sweep
-    from versatil.sweep.judgement import judge
-    from versatil.sweep.runner import SWEEP_FILE
+    from versatil.sweep.config.schema import validate_sweep
+    from versatil.sweep.engine.runner import SWEEP_FILE
+    from versatil.sweep.results.judgement import judge
+    from versatil.sweep.results.records import read_trials, rows_from_records
     from versatil.sweep.tracking import SweepEnd, SweepTracker, reopen_sweep_run
     from versatil.sweep.tracking.reconcile import close_runs
-    from versatil.sweep.tune_records import read_trials, rows_from_records
 
     sweep_file = experiment_dir / SWEEP_FILE
     if not sweep_file.is_file():
@@ -108,7 +108,7 @@ def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> Sy
 def sync_main(argv: list[str], stream: TextIO | None = None) -> int:
     """``sync``: every invocation of the sweep under the storage path, oldest first."""
     args = build_sync_parser().parse_args(argv)
-    from versatil.sweep.config import check_name
+    from versatil.sweep.config.schema import check_name
     from versatil.sweep.tracking import PARENT_FILE
 
     stream = stream if stream is not None else sys.stdout

@@ -17,7 +17,7 @@ __all__ = ["DEFAULT_SWEEP_NAME", "resolve_config", "shipped_dir", "shipped_sweep
 DEFAULT_SWEEP_NAME = "quickstart"
 """The sweep ``python -m versatil.sweep`` runs without ``--config``."""
 
-_PACKAGE = Path(__file__).resolve().parents[1]
+_PACKAGE = Path(__file__).resolve().parents[2]
 
 
 def shipped_dir() -> Path:

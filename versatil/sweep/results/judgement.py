@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from versatil.sweep.pareto import Ranking, rank_rows
-from versatil.sweep.summary import (
+from versatil.sweep.results.pareto import Ranking, rank_rows
+from versatil.sweep.results.rows import (
     TrialRow,
     best_on_front,
     best_row,
@@ -18,8 +18,8 @@ from versatil.sweep.summary import (
     summary_marks,
     summary_table,
 )
-from versatil.sweep.tracking import tags
-from versatil.sweep.verdict import Verdict, make_verdict, verdict_table
+from versatil.sweep.results.verdict import Verdict, make_verdict, verdict_table
+from versatil.sweep.vocab import tags
 
 __all__ = ["Judgement", "judge", "summary_text"]
 
@@ -60,7 +60,7 @@ class Judgement:
 def judge(
     rows: Sequence[TrialRow], objectives: Sequence[tuple[str, str]], tolerance: float
 ) -> Judgement:
-    """Judges a sweep's rows by its objectives (see :mod:`~versatil.sweep.pareto`)."""
+    """Judges a sweep's rows by its objectives (see :mod:`~versatil.sweep.results.pareto`)."""
     objectives = list(objectives)
     metric, mode = objectives[0]
     verdict = make_verdict(rows, metric, mode, tolerance)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from versatil.status import TrialStatus
-from versatil.sweep.result_keys import EPOCH, REASON, STATUS
-from versatil.sweep.summary import TrialRow
+from versatil.sweep.results.rows import TrialRow
+from versatil.sweep.vocab.keys import EPOCH, REASON, STATUS
 
 __all__ = ["TrialRecord", "make_row", "read_trials", "row_from_record", "rows_from_records"]
 

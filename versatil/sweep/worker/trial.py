@@ -12,16 +12,16 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
-from versatil.sweep.config import SweepConfig
-from versatil.sweep.restore import Restored
-from versatil.sweep.trial_config import train_config_for
-from versatil.sweep.trial_results import (
+from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.config.trial import train_config_for
+from versatil.sweep.worker.reports import (
     end_result,
     epoch_result,
     missing_objective,
     out_of_memory_reason,
     process_facts,
 )
+from versatil.sweep.worker.restore import Restored
 
 __all__ = ["run_trial"]
 
@@ -30,7 +30,7 @@ def _restore(trial_dir: Path, policy: str) -> Restored:
     """The checkpoint Tune restores this trial from (if any), copied into the trial dir."""
     from ray import tune
 
-    from versatil.sweep.restore import restore_checkpoint
+    from versatil.sweep.worker.restore import restore_checkpoint
 
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
@@ -66,7 +66,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
         tune.report({**end_result(sweep, TrialStatus.FAILED, str(error)), **process_facts()})
         return
     if sweep.resources.workers_per_trial > 1:
-        from versatil.sweep.distributed import run_distributed_trial
+        from versatil.sweep.worker.distributed import run_distributed_trial
 
         run_distributed_trial(config, sweep)
         return

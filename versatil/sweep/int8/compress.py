@@ -3,7 +3,7 @@
 The trials are read back from MLflow, as ``report`` reads them; the chosen ones (the
 Pareto front by default, ``--top K`` or ``--trial ID``) are compressed with
 :func:`versatil.quantization.post_training_compress` and each is logged as a run nested
-under its trial's run (see :mod:`versatil.sweep.int8_runs`).
+under its trial's run (see :mod:`versatil.sweep.int8.runs`).
 
 A trial's checkpoint is its last one, the one its objective was measured on. It is taken
 from the trial run's ``checkpoint/`` artifact when MLflow holds one (the copy any machine
@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from versatil.errors import ConfigError
-from versatil.sweep.post_training import Selection, finished, select_trials
+from versatil.sweep.config.post_training import Selection
+from versatil.sweep.int8.selection import finished, select_trials
 
 if TYPE_CHECKING:
-    from versatil.sweep.int8_runs import Int8Row
-    from versatil.sweep.report import SweepReport
+    from versatil.sweep.cli.report import SweepReport
+    from versatil.sweep.int8.runs import Int8Row
 
 __all__ = [
     "CompressOutcome",
@@ -201,7 +202,7 @@ class CompressOutcome:
 def _load(tracking_uri: str, experiment: str, parent_run_id: str | None) -> SweepReport:
     from mlflow.exceptions import MlflowException
 
-    from versatil.sweep.report import load_report
+    from versatil.sweep.cli.report import load_report
 
     try:
         return load_report(tracking_uri, experiment, parent_run_id)
@@ -280,8 +281,9 @@ def compress_sweep(
     """
     from mlflow.tracking import MlflowClient
 
-    from versatil.sweep.int8_runs import compressed_dir, int8_rows, log_int8_run
-    from versatil.sweep.tracking import child_runs, tags
+    from versatil.sweep.int8.runs import compressed_dir, int8_rows, log_int8_run
+    from versatil.sweep.tracking import child_runs
+    from versatil.sweep.vocab import tags
 
     stream = stream if stream is not None else sys.stdout
     report = _load(tracking_uri, experiment, parent_run_id)
@@ -368,8 +370,8 @@ def compress_after_sweep(
 def compress_main(argv: list[str]) -> int:
     """``compress``: INT8 the chosen trials, log them, print their table; 1 if any failed."""
     args = build_compress_parser().parse_args(argv)
-    from versatil.sweep.config import check_name
-    from versatil.sweep.int8_runs import INT8_LEGEND, int8_table
+    from versatil.sweep.config.schema import check_name
+    from versatil.sweep.int8.runs import INT8_LEGEND, int8_table
     from versatil.sweep.tracking import check_server, default_tracking_uri
 
     check_name("compress: experiment", args.experiment)

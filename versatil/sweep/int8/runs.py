@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from versatil.sweep.tracking import TrackingContext, tags
+from versatil.sweep.tracking import TrackingContext
+from versatil.sweep.vocab import tags
 from versatil.tables import format_table
 
 __all__ = [
