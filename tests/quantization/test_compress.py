@@ -7,6 +7,7 @@ import pytest
 import torch
 import yaml
 
+from versatil.inference import load_for_inference
 from versatil.quantization import (
     QuantizationBackend,
     QuantizationError,
@@ -15,7 +16,6 @@ from versatil.quantization import (
     torchao_available,
 )
 from versatil.quantization.evaluate import validate_objective
-from versatil.training.checkpoint import load_for_inference
 from versatil.training.config import TrainConfig
 from versatil.training.constants import CheckpointFilename, PrecisionType
 from versatil.training.fit import train

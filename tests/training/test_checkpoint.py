@@ -4,12 +4,8 @@ import pytest
 import torch
 import yaml
 
-from versatil.training.checkpoint import (
-    atomic_write,
-    load_for_inference,
-    read_config,
-    write_checkpoint_dir,
-)
+from versatil.inference import load_for_inference
+from versatil.training.checkpoint import atomic_write, read_config, write_checkpoint_dir
 from versatil.training.constants import CheckpointFilename, CheckpointKey
 from versatil.training.fit import build_trainer, train
 from versatil.training.tasks.reaching import BehaviorCloningPolicy

@@ -17,7 +17,7 @@ import pytest
 
 from versatil.training.compile_cache import CompileCache, cache_key
 from versatil.training.constants import CompileMode, PrecisionType
-from versatil.training.settings import DeviceInfo, TrialSettings
+from versatil.training.spec import DeviceInfo, TrialSettings
 
 FIT = """
 import json, sys, tempfile
@@ -50,6 +50,7 @@ def _fit_elsewhere(cache: Path, inductor_dir: Path, precision: str = "32") -> di
     return json.loads(line.removeprefix("RESULT "))
 
 
+@pytest.mark.slow  # two compiled fits, each in a process of its own
 def test_second_node_loads_the_first_nodes_graphs_instead_of_compiling(tmp_path: Path) -> None:
     cache = tmp_path / "shared"
     first = _fit_elsewhere(cache, tmp_path / "inductor-a")

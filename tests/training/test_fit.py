@@ -37,6 +37,7 @@ def test_each_epoch_reports_objective_and_throughput(tmp_path, small_config):
     assert seen[-1]["val_loss"] < seen[0]["val_loss"]
 
 
+@pytest.mark.slow  # torch.compile on CPU: tens of seconds of inductor
 def test_compiled_run_really_compiles_and_reports_compile_time(tmp_path, small_config):
     from torch._dynamo.utils import counters
 
@@ -123,6 +124,7 @@ def test_cli_reports_infeasible_settings(tmp_path, capsys):
         ),
     ],
 )
+@pytest.mark.slow  # each a fresh interpreter importing torch and Lightning: seconds apiece
 def test_cli_bad_input_is_one_paragraph_without_traceback(args, message):
     result = subprocess.run(
         [sys.executable, "-m", "versatil.training", *args], capture_output=True, text=True

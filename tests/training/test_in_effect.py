@@ -9,15 +9,11 @@ import pickle
 import pytest
 import torch
 
+from versatil.training.apply import apply_settings, compile_targets, reset_process_state
 from versatil.training.compile_health import compile_logs_to, read_compile_counts
 from versatil.training.fit import build_trainer, train
 from versatil.training.in_effect import SettingsNotInEffectError, SettingsProbe
-from versatil.training.settings import (
-    TrialSettings,
-    apply_settings,
-    compile_targets,
-    reset_process_state,
-)
+from versatil.training.spec import TrialSettings
 from versatil.training.tasks import build_task
 
 # fit_with_probe fits outside train(), which filters this Lightning deprecation itself.

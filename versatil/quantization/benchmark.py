@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from versatil.training.metric_names import SAMPLES_PER_SEC
 from versatil.training.metrics import count_samples
 
 __all__ = [
@@ -26,7 +27,7 @@ __all__ = [
     "call_forward",
     "count_batch_samples",
     "forward_inputs_for",
-    "samples_per_sec",
+    SAMPLES_PER_SEC,
     "state_dict_size_mb",
 ]
 
@@ -68,8 +69,11 @@ def _default_inputs(module: nn.Module, batch: Any) -> Any:
 def forward_inputs_for(
     module: nn.Module, forward_inputs: ForwardInputs | None = None
 ) -> ForwardInputs:
-    """How to get ``module``'s forward inputs from a batch: the given function, the
-    module's ``forward_inputs`` hook, or the default rules (see the module docstring)."""
+    """How to get ``module``'s forward inputs from a batch.
+
+    The given function, else the module's ``forward_inputs`` hook, else the default rules
+    (see the module docstring).
+    """
     if forward_inputs is not None:
         return forward_inputs
     hook = getattr(module, FORWARD_INPUTS_HOOK, None)
@@ -129,8 +133,10 @@ def samples_per_sec(
 
 
 def count_batch_samples(module: nn.Module, batches: Iterable[Any]) -> int:
-    """The samples in ``batches``, counted as the training throughput counts them: the
-    module's ``count_samples(batch)`` hook if it has one, else Lightning's batch size."""
+    """The samples in ``batches``, counted as the training throughput counts them.
+
+    The module's ``count_samples(batch)`` hook if it has one, else Lightning's batch size.
+    """
     return sum(count_samples(module, batch) for batch in batches)
 
 

@@ -28,7 +28,7 @@ from versatil.quantization.benchmark import (
     state_dict_size_mb,
 )
 from versatil.quantization.evaluate import validate_objective, validation_batches
-from versatil.training.checkpoint import atomic_write, load_for_inference
+from versatil.training.checkpoint import atomic_write, build_module, read_checkpoint
 from versatil.training.config import TrainConfig
 from versatil.training.constants import CheckpointFilename, CheckpointKey, PrecisionType
 from versatil.training.tasks import build_task
@@ -97,8 +97,9 @@ def post_training_compress(
 ) -> CompressionResult:
     """Quantizes a trained checkpoint directory to INT8 and measures what that changed.
 
-    The model is rebuilt as it was trained (:func:`load_for_inference`) and given its
-    weights as the checkpoint stored them, in float32; a copy has its ``nn.Linear`` layers
+    The model is rebuilt as it was trained
+    (:func:`~versatil.training.checkpoint.build_module`) and given its weights as the
+    checkpoint stored them, in float32; a copy has its ``nn.Linear`` layers
     quantized to INT8 (dynamic: int8 weights, activations quantized per batch), on CPU.
     Both models then run the task's validation loop (a real ``lightning.Trainer.validate``)
     for ``objective``, and forward passes over the same validation batches for throughput;
@@ -108,7 +109,7 @@ def post_training_compress(
     checkpoint entries such as normalizer statistics, and the backend under
     ``"quantization"``; no optimizer state), ``config.yaml`` (the run's config with
     ``precision: "8"``) and a copy of ``tokenizer/`` when there is one, so
-    ``load_for_inference(output_dir)`` rebuilds the INT8 model.
+    ``versatil.inference.load_for_inference(output_dir)`` rebuilds the INT8 model.
 
     Args:
         checkpoint_dir: A checkpoint directory written by training.
@@ -138,17 +139,15 @@ def post_training_compress(
     if target.resolve() == source.resolve():
         raise ValueError(f"output_dir must differ from checkpoint_dir ({source})")
     with quiet_torch_ao():
-        loaded = load_for_inference(source)
-        config = loaded.config
+        config, checkpoint = read_checkpoint(source)
         if config.precision is PrecisionType.INT8:
             raise ValueError(f"{source} already holds an INT8 model")
-        checkpoint = torch.load(
-            source / CheckpointFilename.DEFAULT_CHECKPOINT, map_location="cpu", weights_only=False
-        )
-        # The weights as stored, in float32: a mixed-precision model was cast to its lower
-        # dtype for inference, but its checkpoint holds float32 weights.
-        fp32 = loaded.module.to(torch.float32).eval()
+        # The weights as stored, in float32 (a mixed-precision checkpoint holds float32
+        # weights), and the task's own entries (normalizer statistics) restored.
+        fp32 = build_module(config).to(torch.float32)
         fp32.load_state_dict(checkpoint[CheckpointKey.STATE_DICT.value])
+        fp32.on_load_checkpoint(checkpoint)
+        fp32.eval()
         # Copied before a trainer is attached to fp32; each quantization attempt copies it.
         pristine = copy.deepcopy(fp32)
         datamodule = build_task(config.task, config.params)[1]

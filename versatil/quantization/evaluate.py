@@ -8,7 +8,15 @@ from typing import Any
 
 import lightning as L
 
+from versatil.training.apply import trainer_precision
+from versatil.training.constants import PrecisionType
+from versatil.training.spec import TrialSettings
+
 __all__ = ["validate_objective", "validation_batches"]
+
+# Validation compares a float model with its INT8 copy, which computes in float32: both run
+# under float32 settings, whatever precision the model was trained in.
+_FLOAT32 = TrialSettings(precision=PrecisionType.FP32)
 
 # Noise Lightning prints for every small in-memory validation; none of it is actionable.
 _QUIET = (
@@ -33,7 +41,7 @@ def validate_objective(
     trainer = L.Trainer(
         accelerator="cpu",
         devices=1,
-        precision="32-true",
+        precision=trainer_precision(_FLOAT32),
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,

@@ -9,9 +9,11 @@ from versatil.cli_common import parse_assignment, quiet_libraries, run_cli
 from versatil.status import TrialStatus
 from versatil.tables import format_table
 from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
+from versatil.training.metric_names import EPOCH_TIME_S, PEAK_MEMORY_MB, SAMPLES_PER_SEC
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (``sys.argv`` when ``argv`` is None); values are checked by TrainConfig."""
     parser = argparse.ArgumentParser(
         prog="python -m versatil.training",
         description="Train one Lightning policy under the given precision settings.",
@@ -41,6 +43,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Trains one run, prints its epochs as a table, and returns the exit status.
+
+    The status is 0 when the run completed, 1 when it was infeasible, failed a settings
+    check, or did not complete.
+    """
     args = parse_args(argv)
     from versatil.training.config import TrainConfig
     from versatil.training.fit import InfeasibleError, train
@@ -64,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         "epoch",
         "train_loss",
         "val_loss",
-        "samples_per_sec",
-        "epoch_time_s",
-        "peak_memory_mb",
+        SAMPLES_PER_SEC,
+        EPOCH_TIME_S,
+        PEAK_MEMORY_MB,
     )
     epochs: list[list[object]] = []
 

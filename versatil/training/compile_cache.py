@@ -51,7 +51,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from versatil.training.settings import DeviceInfo, TrialSettings
+from versatil.training.spec import DeviceInfo, TrialSettings
 
 __all__ = ["CompileCache", "CompileCacheSession", "cache_key"]
 

@@ -9,7 +9,7 @@ import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error
 from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
-from versatil.training.settings import TrialSettings, parse_accelerator, parse_setting
+from versatil.training.spec import TrialSettings, parse_accelerator, parse_setting
 
 __all__ = ["TrainConfig"]
 

@@ -14,20 +14,22 @@ from typing import Any
 
 import lightning as L
 import torch
+from typing_extensions import override
 
 from versatil.status import TrialStatus
+from versatil.training.apply import (
+    apply_settings,
+    compile_targets,
+    reset_process_state,
+    trainer_precision,
+)
 from versatil.training.checkpoint import CheckpointDirWriter
 from versatil.training.compile_cache import CompileCache, CompileCacheSession
 from versatil.training.compile_health import COMPILE_LOG, compile_logs_to
 from versatil.training.config import TrainConfig
 from versatil.training.in_effect import SettingsNotInEffectError, SettingsProbe
 from versatil.training.metrics import ThroughputMonitor
-from versatil.training.settings import (
-    DeviceInfo,
-    apply_settings,
-    compile_targets,
-    reset_process_state,
-)
+from versatil.training.spec import DeviceInfo
 from versatil.training.tasks import build_task
 
 __all__ = ["EpochEnd", "InfeasibleError", "OptimizerHparams", "TrainResult", "train"]
@@ -106,6 +108,7 @@ class OptimizerHparams(L.Callback):
         self._configured: list[list[dict[str, Any]]] = []
         self._epoch_values: dict[str, float] = {}
 
+    @override
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         keys = (*self.keys, "initial_lr") if "lr" in self.keys else self.keys
         self._configured = [
@@ -113,6 +116,7 @@ class OptimizerHparams(L.Callback):
             for optimizer in trainer.optimizers
         ]
 
+    @override
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.ckpt_path is None or not self.keys:
             return  # nothing was restored: the optimizers hold their configured values
@@ -138,6 +142,7 @@ class OptimizerHparams(L.Callback):
             ):
                 scheduler.base_lrs[index] = _number(base)
 
+    @override
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Read now: epoch-interval lr schedulers step before the epoch's end hooks run.
         self._epoch_values = {}
@@ -186,8 +191,10 @@ def _scaled_lr(group: dict[str, Any], configured_base: Any) -> float | None:
 
 
 class _EpochEndHook(L.Callback):
-    """Collects each epoch's metrics, stops on divergence or settings not in effect, then
-    calls the user's hook."""
+    """Per-epoch hook: collects the epoch's metrics, stops a bad run, then calls the user's hook.
+
+    A run is stopped when it diverges or when its settings are not in effect.
+    """
 
     def __init__(
         self,
@@ -251,7 +258,7 @@ def build_trainer(
     """A Lightning Trainer for ``config``; ``overrides`` go to ``L.Trainer``."""
     _cache_callback_entry_points()
     kwargs: dict[str, Any] = dict(
-        precision=config.precision.value,
+        precision=trainer_precision(config.settings),
         max_epochs=config.max_epochs,
         accelerator=config.accelerator,
         devices=config.devices,
@@ -298,6 +305,9 @@ def train(
             ``checkpoint_dir``, so it travels with the checkpoint (a data-parallel rank's
             checkpoint directory is a scratch directory; its parent is shared). Created
             only when something is logged.
+        compile_cache: A directory shared between trials where a compiled fit loads its
+            graphs or publishes them, so each graph compiles once (see
+            :class:`CompileCache`); unused for an eager run. ``None`` compiles locally.
         **trainer_overrides: Extra ``L.Trainer`` arguments (strategy, plugins, ...).
 
     Raises:

@@ -67,10 +67,11 @@ from typing import Any
 import lightning as L
 import torch
 from torch import nn
+from typing_extensions import override
 
 from versatil.training.compile_health import CudaGraphRecordings, read_compile_counts
 from versatil.training.constants import Float32MatmulPrecision, PrecisionType
-from versatil.training.settings import TrialSettings
+from versatil.training.spec import TrialSettings
 
 __all__ = [
     "Check",
@@ -161,6 +162,7 @@ class SettingsProbe(L.Callback):
 
     # -- observing ------------------------------------------------------------------------
 
+    @override
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._device_type = pl_module.device.type
         self.observed_autocast = None
@@ -171,11 +173,13 @@ class SettingsProbe(L.Callback):
         if self._device_type == "cuda":
             self.cuda_graphs.install()
 
+    @override
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         self._in_train_batch = True
 
+    @override
     def on_train_batch_end(
         self,
         trainer: L.Trainer,
@@ -201,12 +205,14 @@ class SettingsProbe(L.Callback):
             handle.remove()
         self._handles = []
 
+    @override
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._remove_hooks()
         self.cuda_graphs.remove()
 
     # -- checking -------------------------------------------------------------------------
 
+    @override
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.checks, extra = self._run_checks(pl_module)
         metrics = {f"in_effect/{c.key}": float(c.ok) for c in self.checks}

@@ -13,6 +13,14 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities.data import extract_batch_size
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
+from typing_extensions import override
+
+from versatil.training.metric_names import (
+    COMPILE_TIME_S,
+    EPOCH_TIME_S,
+    PEAK_MEMORY_MB,
+    SAMPLES_PER_SEC,
+)
 
 __all__ = ["COUNT_SAMPLES_HOOK", "ThroughputMonitor", "count_samples"]
 
@@ -120,9 +128,11 @@ class ThroughputMonitor(L.Callback):
         self._later_times: list[float] = []
         self._compile_time_s: float | None = None
 
+    @override
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._reset_fit()
 
+    @override
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if torch.cuda.is_available() and pl_module.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(pl_module.device)
@@ -134,11 +144,13 @@ class ThroughputMonitor(L.Callback):
         self._epoch_start = time.perf_counter()
         self._last_end: float | None = None
 
+    @override
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         self._batch_start = time.perf_counter()
 
+    @override
     def on_train_batch_end(
         self,
         trainer: L.Trainer,
@@ -165,6 +177,7 @@ class ThroughputMonitor(L.Callback):
         self._fit_batches += 1
         self._last_end = now
 
+    @override
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         end = self._epoch_start if self._last_end is None else self._last_end
         epoch_time = max(end - self._epoch_start, 1e-9)
@@ -179,16 +192,16 @@ class ThroughputMonitor(L.Callback):
         else:
             peak_mb = peak_rss_mb(since_reset=self._rss_reset)
         metrics = {
-            "samples_per_sec": samples_per_sec,
+            SAMPLES_PER_SEC: samples_per_sec,
             "throughput_steps": float(self._steady_steps),
             "throughput_samples": float(self._steady_samples),
             "throughput_time_s": measured,
             "samples_seen": float(self._samples),
-            "epoch_time_s": epoch_time,
-            "peak_memory_mb": peak_mb,
+            EPOCH_TIME_S: epoch_time,
+            PEAK_MEMORY_MB: peak_mb,
         }
         if self.compiled:
-            metrics["compile_time_s"] = self._compile_time()
+            metrics[COMPILE_TIME_S] = self._compile_time()
         self.epoch_metrics = metrics
 
     def _compile_time(self) -> float:

@@ -76,8 +76,10 @@ def params_model_for(spec: str) -> type[pydantic.BaseModel] | None:
 
 
 def resolve_params(spec: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    """The task's params with its defaults filled in, when the factory declares a
-    pydantic ``params_model``; otherwise ``params`` as given."""
+    """The task's params with its defaults filled in from the factory's ``params_model``.
+
+    A factory that declares no pydantic ``params_model`` gets ``params`` back as given.
+    """
     model = params_model_for(spec)
     if model is None:
         return dict(params)

@@ -22,6 +22,7 @@ from torch.utils.data import (
     SequentialSampler,
     TensorDataset,
 )
+from typing_extensions import override
 
 from versatil.training.constants import CheckpointKey
 from versatil.training.tasks.reaching_params import ReachingParams
@@ -77,6 +78,7 @@ class ObservationNormalizer(nn.Module):
         """The statistics as plain lists (stored under ``CheckpointKey.INPUT_STATS``)."""
         return {"mean": self.mean.float().tolist(), "std": self.std.float().tolist()}
 
+    @override
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return (obs - self.mean) / self.std
 
@@ -107,11 +109,14 @@ class BehaviorCloningPolicy(L.LightningModule):
         """Only the MLP is compiled; the normalizer is two elementwise ops."""
         return [self.policy]
 
+    @override
     def setup(self, stage: str) -> None:
+        """Before a fit, copies the datamodule's training-split statistics into the normalizer."""
         datamodule = getattr(self.trainer, "datamodule", None)
         if stage == "fit" and datamodule is not None and hasattr(datamodule, "input_stats"):
             self.normalizer.set_stats(datamodule.input_stats)
 
+    @override
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.policy(self.normalizer(obs))
 
@@ -119,6 +124,7 @@ class BehaviorCloningPolicy(L.LightningModule):
         obs, action = batch
         return nn.functional.mse_loss(self(obs).float(), action.float())
 
+    @override
     def training_step(
         self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int
     ) -> torch.Tensor:
@@ -126,14 +132,17 @@ class BehaviorCloningPolicy(L.LightningModule):
         self.log("train_loss", loss, on_step=False, on_epoch=True, batch_size=len(batch[0]))
         return loss
 
+    @override
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         self.log("val_loss", self._loss(batch), on_epoch=True, batch_size=len(batch[0]))
 
+    @override
     def predict_step(
         self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int
     ) -> torch.Tensor:
         return self(batch[0])
 
+    @override
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW(
             self.parameters(),
@@ -142,10 +151,14 @@ class BehaviorCloningPolicy(L.LightningModule):
             weight_decay=self.hparams.weight_decay,
         )
 
+    @override
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Stores the normalizer's statistics, so inference normalizes as training did."""
         checkpoint[CheckpointKey.INPUT_STATS.value] = self.normalizer.stats()
 
+    @override
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Restores the normalizer's statistics, when the checkpoint has them."""
         if CheckpointKey.INPUT_STATS.value in checkpoint:
             self.normalizer.set_stats(checkpoint[CheckpointKey.INPUT_STATS.value])
 
@@ -160,7 +173,12 @@ class ReachingDemonstrations(L.LightningDataModule):
         self.val_set: TensorDataset | None = None
         self.input_stats: dict[str, list[float]] = {}
 
+    @override
     def setup(self, stage: str | None = None) -> None:
+        """Generates the demonstrations once and splits them by episode.
+
+        The input statistics are fitted on the training split only.
+        """
         if self.train_set is not None:
             return
         p = self.params
@@ -183,12 +201,15 @@ class ReachingDemonstrations(L.LightningDataModule):
         batches = BatchSampler(sampler, batch_size=self.params.batch_size, drop_last=False)
         return DataLoader(dataset, sampler=batches, batch_size=None)
 
+    @override
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, shuffle=True)
 
+    @override
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.val_set, shuffle=False)
 
+    @override
     def predict_dataloader(self) -> DataLoader:
         return self.val_dataloader()
 

@@ -1,7 +1,11 @@
-"""TrialSettings: how a trial trains (precision, compile mode, matmul precision).
+"""The settings spec: what a trial trains with, parsed, checked and named, without torch.
 
-Settings are validated from strings, checked against the device a worker has, and applied
-by exactly one function, :func:`apply_settings`, in the order that torch requires.
+A trial's settings are its precision, compile mode and matmul precision. This module turns
+user strings into them (:func:`parse_setting`, :meth:`TrialSettings.from_config`), says
+whether a device can run them (:meth:`TrialSettings.infeasibility_reason`) and names them
+(:func:`setting_label`). It imports neither torch nor Lightning (only
+:meth:`DeviceInfo.detect` imports torch, when called), so the sweep driver can validate a
+sweep file without them. Applying settings to torch is :mod:`versatil.training.apply`.
 """
 
 from __future__ import annotations
@@ -10,29 +14,25 @@ import dataclasses
 import enum
 import importlib.util
 import shutil
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
 
-if TYPE_CHECKING:
-    import torch.nn as nn
-
 __all__ = [
     "ACCELERATORS",
+    "NONE",
+    "SETTING_ENUMS",
     "DeviceInfo",
     "SettingsError",
     "TrialSettings",
-    "apply_settings",
-    "compile_targets",
     "parse_accelerator",
     "parse_enum",
     "parse_setting",
-    "reset_process_state",
+    "setting_label",
 ]
 
 E = TypeVar("E", bound=enum.StrEnum)
-M = TypeVar("M", bound="nn.Module")
 
 
 class SettingsError(ValueError):
@@ -65,6 +65,10 @@ def parse_enum(field: str, value: object, enum_type: type[E]) -> E:
         ) from None
 
 
+NONE = "none"
+"""An optional setting left unset: eager for ``compile_mode``, torch's default for
+``matmul_precision``. The one spelling of the eager sentinel in configs and params."""
+
 SETTING_ENUMS: dict[str, type[enum.StrEnum]] = {
     "precision": PrecisionType,
     "compile_mode": CompileMode,
@@ -81,9 +85,54 @@ def parse_setting(field: str, value: object) -> enum.StrEnum | None:
     Raises:
         SettingsError: naming the field, the value and the valid choices.
     """
-    if value is None or (field != "precision" and str(value).lower() == "none"):
+    if value is None or (field != "precision" and str(value).lower() == NONE):
         return None
     return parse_enum(field, value, SETTING_ENUMS[field])
+
+
+def setting_label(
+    precision: PrecisionType | str,
+    compile_mode: CompileMode | str | None = None,
+    matmul_precision: Float32MatmulPrecision | str | None = None,
+    *,
+    show_matmul: bool | None = None,
+) -> str:
+    """A setting in words, the one spelling of it in tables, plots and verdicts.
+
+    The parts are joined by ``" + "``: the precision, the compile mode (``eager`` when it is
+    unset) and, when shown, ``matmul <precision>`` (``highest``, torch's default, when it is
+    unset). Members and their string values give the same label; ``None`` and ``"none"``
+    both mean unset.
+
+    Examples:
+        ``setting_label("32")`` is ``"32 + eager"``;
+        ``setting_label(PrecisionType.BF16_MIXED, CompileMode.DEFAULT)`` is
+        ``"bf16-mixed + default"``; ``setting_label("32", "default", "high")`` is
+        ``"32 + default + matmul high"``; ``setting_label("32", None, None,
+        show_matmul=True)`` is ``"32 + eager + matmul highest"``.
+
+    Args:
+        precision: The precision (``"32"``, ``PrecisionType.BF16_MIXED``, ...).
+        compile_mode: The compile mode; ``None`` or ``"none"`` is eager.
+        matmul_precision: The float32 matmul precision; ``None`` or ``"none"`` is
+            ``highest``.
+        show_matmul: Whether the matmul part is shown: ``True`` always (a table of settings
+            whose matmul precision varies shows it on every row), ``False`` never, ``None``
+            only when it is not ``highest``.
+
+    Returns:
+        The label, e.g. ``"bf16-mixed + default"``.
+    """
+    mode = "eager" if compile_mode in (None, NONE) else str(compile_mode)
+    matmul = (
+        Float32MatmulPrecision.HIGHEST.value
+        if matmul_precision in (None, NONE)
+        else str(matmul_precision)
+    )
+    parts = [str(precision), mode]
+    if show_matmul or (show_matmul is None and matmul != Float32MatmulPrecision.HIGHEST.value):
+        parts.append(f"matmul {matmul}")
+    return " + ".join(parts)
 
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps", "tpu")
@@ -190,6 +239,17 @@ class TrialSettings:
             "matmul_precision": self.matmul_precision.value if self.matmul_precision else None,
         }
 
+    def label(self, show_matmul: bool | None = None) -> str:
+        """These settings in words (``bf16-mixed + default``); see :func:`setting_label`.
+
+        Args:
+            show_matmul: Whether the matmul precision is shown; ``None`` shows it only
+                when it is set to something other than ``highest``.
+        """
+        return setting_label(
+            self.precision, self.compile_mode, self.matmul_precision, show_matmul=show_matmul
+        )
+
     def infeasibility_reason(self, device: DeviceInfo) -> str | None:
         """Why these settings cannot train on ``device``, or ``None`` when they can."""
         precision, mode = self.precision, self.compile_mode
@@ -221,71 +281,3 @@ class TrialSettings:
                 need = "Triton" if device.type == "cuda" else "a C++ compiler"
                 return f"compile mode {mode} needs {need} on {device.type}, which is missing"
         return None
-
-
-def reset_process_state(seed: int) -> None:
-    """Undoes what an earlier trial in this process set, then seeds every RNG.
-
-    Workers are reused across trials, and these settings are process-wide.
-    """
-    import lightning
-    import torch
-
-    from versatil.training.compile_health import reset_compile_counters
-
-    torch.set_default_dtype(torch.float32)
-    torch.set_float32_matmul_precision(Float32MatmulPrecision.HIGHEST.value)
-    torch._dynamo.reset()
-    # dynamo's reset leaves its statistics: a trial's compile health is its own only
-    # when they start from zero too.
-    reset_compile_counters()
-    lightning.seed_everything(seed, workers=True, verbose=False)
-
-
-def compile_targets(module: nn.Module) -> list[nn.Module]:
-    """The submodules that ``torch.compile`` is applied to.
-
-    A LightningModule may define ``compile_targets()``; by default every direct child
-    that holds parameters is compiled. Compiling the whole LightningModule fails in
-    dynamo.
-    """
-    custom = getattr(module, "compile_targets", None)
-    if callable(custom):
-        return list(custom())
-    return [child for child in module.children() if any(True for _ in child.parameters())]
-
-
-def apply_settings(settings: TrialSettings, build_model: Callable[[], M]) -> M:
-    """Applies ``settings`` and builds the model: the one place that does so.
-
-    Call it inside the worker process that trains, after :func:`reset_process_state`.
-
-    Args:
-        settings: The trial's settings (already checked for feasibility).
-        build_model: Builds the (LightningModule) model in float32.
-
-    Returns:
-        The model, converted and compiled as the settings say.
-    """
-    import torch
-
-    # (1) Matmul precision is process-wide: set it here, in the worker, never only in
-    # the driver. None means torch's default, set explicitly so a reused worker does
-    # not inherit the previous trial's value.
-    matmul = settings.matmul_precision or Float32MatmulPrecision.HIGHEST
-    torch.set_float32_matmul_precision(matmul.value)
-    # (2) Build the model in float32.
-    model = build_model()
-    # (3) The *-true precisions train in the lower dtype throughout; the mixed ones keep
-    # float32 parameters and Lightning's precision plugin autocasts.
-    if settings.precision in (PrecisionType.FP16_TRUE, PrecisionType.BF16_TRUE, PrecisionType.FP64):
-        model = model.to(settings.precision.get_model_dtype())
-    # (4) Compile last, inside the worker: compiled modules do not pickle.
-    # Each target's forward is compiled in place: state-dict keys stay unchanged (no
-    # ``_orig_mod.`` prefix), so compiled and eager checkpoints are interchangeable.
-    # (``nn.Module.compile()`` silently runs eagerly in torch 2.13: dynamo skips
-    # ``Module._call_impl``.)
-    if settings.compile_mode is not None:
-        for target in compile_targets(model):
-            target.forward = torch.compile(target.forward, mode=settings.compile_mode.value)
-    return model

@@ -1,17 +1,19 @@
-"""TrialSettings: parsing, every feasibility rule, and applying settings in one place."""
+"""The settings spec: parsing, every feasibility rule, labels, and no torch at import."""
+
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
-from versatil.training.settings import (
+from versatil.training.spec import (
+    NONE,
     DeviceInfo,
     SettingsError,
     TrialSettings,
-    apply_settings,
-    reset_process_state,
+    setting_label,
 )
-from versatil.training.tasks.reaching import BehaviorCloningPolicy
 
 CPU = DeviceInfo(type="cpu", name="CPU", bf16_supported=True, compiler_available=True)
 CPU_NO_COMPILER = DeviceInfo(type="cpu", name="CPU", bf16_supported=True, compiler_available=False)
@@ -123,53 +125,79 @@ def test_matmul_precisions_are_feasible_everywhere(matmul):
         assert settings(matmul_precision=matmul).infeasibility_reason(device) is None
 
 
-def test_detect_on_this_machine_is_cpu():
+def test_detect_cpu_reports_what_torch_says_of_this_machine():
     device = DeviceInfo.detect("cpu")
-    assert device.type == "cpu"
+    # The CPU, even where a GPU is present: accelerator "cpu" is what Lightning trains on.
+    assert (device.type, device.name) == ("cpu", "CPU")
+    # bf16 is claimed on every CPU: torch computes in it here, autocast included.
+    assert device.bf16_supported
+    a = torch.randn(8, 8)
+    exact = a @ a
+    assert torch.allclose((a.bfloat16() @ a.bfloat16()).float(), exact, rtol=0.05, atol=0.2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert (a @ a).dtype == torch.bfloat16
+    # The compiler flag is inductor's own answer: it finds a C++ compiler here or not.
+    from torch._inductor.cpp_builder import get_cpp_compiler
+    from torch._inductor.exc import InvalidCxxCompiler
 
-
-def build():
-    return BehaviorCloningPolicy(width=8, depth=1)
+    try:
+        found = bool(get_cpp_compiler())
+    except InvalidCxxCompiler:
+        found = False
+    assert device.compiler_available is found
+    # So a CPU trial's feasibility follows: fp16 autocast never, compiling where it can.
+    assert settings(precision="16-mixed").infeasibility_reason(device) is not None
+    assert settings(precision="bf16-mixed").infeasibility_reason(device) is None
+    compiled = settings(compile_mode="default").infeasibility_reason(device)
+    assert (compiled is None) is found
 
 
 @pytest.mark.parametrize(
-    ("precision", "param_dtype"),
+    ("setting", "label"),
     [
-        ("32", torch.float32),
-        ("bf16-mixed", torch.float32),  # mixed: parameters stay float32
-        ("16-true", torch.float16),
-        ("bf16-true", torch.bfloat16),
-        ("64", torch.float64),
+        (("32",), "32 + eager"),
+        (("32", None, None), "32 + eager"),
+        (("32", NONE, NONE), "32 + eager"),
+        (("32", "default"), "32 + default"),
+        (("bf16-mixed", "default"), "bf16-mixed + default"),
+        (("16-true", "max-autotune-no-cudagraphs"), "16-true + max-autotune-no-cudagraphs"),
+        (("32", "default", "high"), "32 + default + matmul high"),
+        (("bf16-true", None, "medium"), "bf16-true + eager + matmul medium"),
+        (("32", "default", "highest"), "32 + default"),
+        (
+            (PrecisionType.BF16_MIXED, CompileMode.REDUCE_OVERHEAD, Float32MatmulPrecision.HIGH),
+            "bf16-mixed + reduce-overhead + matmul high",
+        ),
     ],
 )
-def test_apply_settings_converts_true_precisions_only(precision, param_dtype):
-    model = apply_settings(settings(precision=precision), build)
-    assert {p.dtype for p in model.parameters()} == {param_dtype}
+def test_setting_label_spellings(setting, label):
+    assert setting_label(*setting) == label
 
 
-def test_apply_settings_sets_matmul_precision_and_compiles_the_policy():
-    reset_process_state(0)
-    model = apply_settings(settings(compile_mode="default", matmul_precision="medium"), build)
-    assert torch.get_float32_matmul_precision() == "medium"
-    assert hasattr(model.policy.forward, "_torchdynamo_orig_callable")
-    assert not hasattr(model.normalizer.forward, "_torchdynamo_orig_callable")
-    # Compiling forward in place keeps the state-dict keys: checkpoints stay interchangeable.
-    assert set(model.state_dict()) == set(build().state_dict())
-    reset_process_state(0)
+def test_setting_label_shows_matmul_as_asked():
+    assert setting_label("32", show_matmul=True) == "32 + eager + matmul highest"
+    assert setting_label("32", "default", "highest", show_matmul=True) == (
+        "32 + default + matmul highest"
+    )
+    assert setting_label("64", "default", "medium", show_matmul=False) == "64 + default"
 
 
-def test_apply_settings_without_matmul_restores_the_default():
-    torch.set_float32_matmul_precision("medium")
-    apply_settings(settings(), build)
-    assert torch.get_float32_matmul_precision() == "highest"
+def test_trial_settings_label():
+    assert TrialSettings().label() == "32 + eager"
+    parsed = settings(precision="bf16-mixed", compile_mode="default", matmul_precision="high")
+    assert parsed.label() == "bf16-mixed + default + matmul high"
+    assert parsed.label(show_matmul=False) == "bf16-mixed + default"
+    assert settings(compile_mode="default").label(show_matmul=True) == (
+        "32 + default + matmul highest"
+    )
 
 
-def test_reset_process_state_undoes_process_wide_settings():
-    torch.set_default_dtype(torch.float64)
-    torch.set_float32_matmul_precision("medium")
-    reset_process_state(7)
-    assert torch.get_default_dtype() is torch.float32
-    assert torch.get_float32_matmul_precision() == "highest"
-    first = torch.rand(3)
-    reset_process_state(7)
-    assert torch.equal(first, torch.rand(3))
+def test_importing_the_spec_leaves_torch_and_lightning_out():
+    code = (
+        "import sys, versatil.training.spec; "
+        "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == "[]"
