@@ -5,7 +5,14 @@ The trial's own process only coordinates; each Ray Train worker holds
 CPU, NCCL on GPU). Rank 0's checkpoint goes to Ray Train's storage; the coordinator
 reports each epoch to Tune with that checkpoint, which Tune copies into the trial's
 directory (the Train copy is then deleted). So a trial Tune restores (a retry,
-``--resume``) has a checkpoint: every rank resumes the fit from its ``last.ckpt``.
+``--resume``) has a checkpoint: the coordinator picks the newest readable one (see
+:func:`~versatil.sweep.worker.outcome.resume_point`) and every rank resumes the fit from
+its ``last.ckpt``.
+
+The trial ends as a single-worker one does (:mod:`versatil.sweep.worker.outcome`): a rank
+whose fit meets bad task params, infeasible settings, a setting not in effect or the end
+of its memory raises the trial's ending result; Ray Train stops every rank, and the
+coordinator reports that result instead of raising.
 """
 
 from __future__ import annotations
@@ -19,24 +26,30 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from versatil.status import TrialStatus
 from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.worker.reports import (
-    end_result,
-    epoch_result,
-    missing_objective,
-    process_facts,
+from versatil.sweep.worker.outcome import (
+    Resume,
+    TrialEnded,
+    ending_result,
+    epoch_report,
+    rank_ending,
 )
 from versatil.training.config import TrainConfig
 
 __all__ = ["run_distributed_trial"]
 
 
-def run_distributed_trial(config: TrainConfig, sweep: SweepConfig) -> None:
+def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resume) -> None:
     """Fits ``config`` on ``resources.workers_per_trial`` Ray Train workers.
 
     Ray Train runs in a thread; this one reports each epoch to Tune as the Train
-    controller forwards it, then re-raises what the fit raised.
+    controller forwards it, then the result a rank ended the trial with, if one did, or
+    else re-raises what the fit raised.
+
+    Args:
+        config: The trial's run configuration.
+        sweep: The sweep.
+        resume: Where the fit goes on from (:func:`~versatil.sweep.worker.outcome.resume_point`).
     """
     import ray.train
     from ray import tune
@@ -44,8 +57,11 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig) -> None:
     from ray.util.queue import Queue
 
     resources = sweep.resources
-    # Tune's checkpoint of this trial is where a restored trial goes on from.
-    restored = tune.get_checkpoint()
+    restored = None
+    if resume.checkpoint_dir is not None:
+        # The newest readable of Tune's checkpoints of this trial; each rank copies it.
+        filesystem = tune.get_checkpoint().filesystem
+        restored = tune.Checkpoint(path=str(resume.checkpoint_dir), filesystem=filesystem)
     reports = Queue(actor_options={"num_cpus": 0})
     per_worker = {"CPU": resources.cpu, **({"GPU": resources.gpu} if resources.gpu else {})}
     trainer = TorchTrainer(
@@ -90,13 +106,16 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig) -> None:
                 tune.report(metrics)
                 continue
             checkpoint = tune.Checkpoint(path=stored.path, filesystem=stored.filesystem)
-            tune.report(metrics, checkpoint=checkpoint)
+            tune.report(resume.annotate(metrics), checkpoint=checkpoint)
             stored.filesystem.delete_dir(stored.path)  # Tune has copied it
         thread.join()
     finally:
         reports.shutdown()
     if failure:
-        raise failure[0]
+        ended = rank_ending(failure[0])
+        if ended is None:
+            raise failure[0]
+        tune.report(ended)
 
 
 def _forward_reports(reports: Any) -> Any:
@@ -121,37 +140,37 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
     from ray.train.lightning import RayDDPStrategy, RayLightningEnvironment
 
     from versatil.cli_common import quiet_libraries
-    from versatil.training.fit import InfeasibleError, train
+    from versatil.training.fit import train
 
     quiet_libraries()
-    config = TrainConfig.from_mapping(loop_config["config"])
     sweep: SweepConfig = loop_config["sweep"]
     restored: ray.train.Checkpoint | None = loop_config.get("checkpoint")
     # Rank 0 writes here and reports it; Ray Train uploads it to the run's storage. Other
     # ranks write nothing.
     checkpoint_dir = Path(tempfile.mkdtemp(prefix="versatil-ddp-"))
     scratch = [checkpoint_dir]
-    ckpt_path = None
-    if restored is not None:
-        # Every rank loads the checkpoint itself (Lightning restores on each rank).
-        local = Path(tempfile.mkdtemp(prefix="versatil-ddp-restored-"))
-        scratch.append(local)
-        restored.to_directory(str(local))
-        ckpt_path = local / "last.ckpt"
-    fit_start = time.perf_counter()
-
-    def report(trainer: Any, metrics: dict[str, float]) -> None:
-        # Every rank reports (Ray Train synchronizes on it); rank 0 brings the checkpoint.
-        failed = missing_objective(sweep, metrics, trainer.callback_metrics)
-        if failed is not None:  # every rank sees the same metrics, so all stop together
-            trainer.should_stop = True
-            ray.train.report({**failed, **process_facts()})
-            return
-        result = epoch_result(trainer, metrics, fit_start, resumed=ckpt_path is not None)
-        checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
-        ray.train.report(result, checkpoint=checkpoint if trainer.is_global_zero else None)
-
     try:
+        config = TrainConfig.from_mapping(loop_config["config"])
+        ckpt_path = None
+        if restored is not None:
+            # Every rank loads the checkpoint itself (Lightning restores on each rank).
+            local = Path(tempfile.mkdtemp(prefix="versatil-ddp-restored-"))
+            scratch.append(local)
+            restored.to_directory(str(local))
+            ckpt_path = local / "last.ckpt"
+        fit_start = time.perf_counter()
+
+        def report(trainer: Any, metrics: dict[str, float]) -> None:
+            # Every rank reports (Ray Train synchronizes on it); rank 0 brings the
+            # checkpoint. Every rank sees the same metrics, so a failed epoch stops all.
+            resumed = ckpt_path is not None
+            result, with_checkpoint = epoch_report(sweep, trainer, metrics, fit_start, resumed)
+            if not with_checkpoint:
+                ray.train.report(result)
+                return
+            checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
+            ray.train.report(result, checkpoint=checkpoint if trainer.is_global_zero else None)
+
         train(
             config,
             checkpoint_dir,
@@ -161,10 +180,14 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
             plugins=[RayLightningEnvironment()],
             devices="auto",
         )
-    except InfeasibleError as error:
-        ray.train.report(
-            {**end_result(sweep, TrialStatus.INFEASIBLE, error.reason), **process_facts()}
-        )
+    except Exception as error:
+        ended = ending_result(sweep, error)
+        if ended is None:
+            raise
+        # Not reported from here: a rank that did not fail the same way (out of memory on
+        # this rank alone) would wait for this one in its next collective, or in the
+        # report, for ever. Raising ends the fit on every rank; the coordinator reports it.
+        raise TrialEnded(ended) from None
     finally:
         # Reports upload synchronously, so nothing here is needed any more.
         for directory in scratch:

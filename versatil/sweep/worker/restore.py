@@ -2,13 +2,15 @@
 
 Tune restores a retried, resumed or exploited trial from its newest checkpoint. A worker
 killed while writing one, or storage that lost its tail, leaves a ``last.ckpt`` that
-cannot be read; loading it would fail the trial on every retry. :func:`restore_checkpoint`
+cannot be read; loading it would fail the trial on every retry. :func:`choose_checkpoint`
 checks the file first and then, as the sweep's ``on_unreadable_checkpoint`` says:
 
 - ``previous`` (default): resumes from the newest earlier checkpoint of the trial that
   can be read, else starts the trial over;
 - ``restart``: starts the trial over;
 - ``fail``: fails the trial with the message.
+
+:func:`restore_checkpoint` also copies the chosen checkpoint where the fit reads it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from versatil.errors import ConfigError
 from versatil.training.constants import CheckpointFilename
 
-__all__ = ["Restored", "readable", "restore_checkpoint"]
+__all__ = ["Restored", "choose_checkpoint", "copy_checkpoint", "readable", "restore_checkpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,50 @@ def _candidates(newest: Path) -> list[Path]:
     return [newest, *sorted(earlier, reverse=True)]
 
 
+def choose_checkpoint(
+    checkpoint_dir: Path, policy: str = "previous"
+) -> tuple[Path | None, tuple[str, ...]]:
+    """The checkpoint directory to resume from, and the unreadable ones passed over.
+
+    Reads nothing but the candidates' ``last.ckpt`` and copies nothing, so it can run
+    where the trial coordinates and its checkpoint be copied where the fit runs.
+
+    Args:
+        checkpoint_dir: The checkpoint directory Tune restores the trial from.
+        policy: ``previous``, ``restart`` or ``fail`` (see the module docstring).
+
+    Returns:
+        The directory whose ``last.ckpt`` can be read (``None``: start over), and why
+        each unreadable checkpoint before it was skipped.
+
+    Raises:
+        ConfigError: with ``policy: fail``, naming the unreadable file.
+    """
+    skipped: list[str] = []
+    candidates = _candidates(checkpoint_dir) if policy == "previous" else [checkpoint_dir]
+    for candidate in candidates:
+        problem = readable(candidate / CheckpointFilename.DEFAULT_CHECKPOINT)
+        if problem is None:
+            if skipped:
+                log.warning("resuming from %s: skipped %s", candidate.name, "; ".join(skipped))
+            return candidate, tuple(skipped)
+        skipped.append(problem)
+    if policy == "fail":
+        raise ConfigError(
+            f"on_unreadable_checkpoint: fail: {skipped[0]}; the trial cannot resume "
+            "(set on_unreadable_checkpoint: previous or restart to go on without it)"
+        )
+    log.warning("starting over: no readable checkpoint (%s)", "; ".join(skipped))
+    return None, tuple(skipped)
+
+
+def copy_checkpoint(checkpoint_dir: Path, into: Path) -> Path:
+    """Copies ``checkpoint_dir`` into ``into`` (replaced); returns the copy's ``last.ckpt``."""
+    shutil.rmtree(into, ignore_errors=True)
+    shutil.copytree(checkpoint_dir, into)
+    return into / CheckpointFilename.DEFAULT_CHECKPOINT
+
+
 def restore_checkpoint(checkpoint_dir: Path, into: Path, policy: str = "previous") -> Restored:
     """Copies the checkpoint to resume from into ``into``; see the module docstring.
 
@@ -72,21 +118,7 @@ def restore_checkpoint(checkpoint_dir: Path, into: Path, policy: str = "previous
     Raises:
         ConfigError: with ``policy: fail``, naming the unreadable file.
     """
-    skipped: list[str] = []
-    candidates = _candidates(checkpoint_dir) if policy == "previous" else [checkpoint_dir]
-    for candidate in candidates:
-        problem = readable(candidate / CheckpointFilename.DEFAULT_CHECKPOINT)
-        if problem is None:
-            shutil.rmtree(into, ignore_errors=True)
-            shutil.copytree(candidate, into)
-            if skipped:
-                log.warning("resuming from %s: skipped %s", candidate.name, "; ".join(skipped))
-            return Restored(into / CheckpointFilename.DEFAULT_CHECKPOINT, tuple(skipped))
-        skipped.append(problem)
-    if policy == "fail":
-        raise ConfigError(
-            f"on_unreadable_checkpoint: fail: {skipped[0]}; the trial cannot resume "
-            "(set on_unreadable_checkpoint: previous or restart to go on without it)"
-        )
-    log.warning("starting over: no readable checkpoint (%s)", "; ".join(skipped))
-    return Restored(None, tuple(skipped))
+    chosen, skipped = choose_checkpoint(checkpoint_dir, policy)
+    if chosen is None:
+        return Restored(None, skipped)
+    return Restored(copy_checkpoint(chosen, into), skipped)
