@@ -60,7 +60,7 @@ def run_once(graphs: list[str], lrs: int, nodes: int, cache: bool) -> dict[str, 
     import ray
     from ray.cluster_utils import Cluster
 
-    from versatil.sweep.config.schema import validate_sweep
+    from versatil.sweep.config.load import validate_sweep
     from versatil.sweep.engine.runner import run_sweep
 
     work = Path(tempfile.mkdtemp(prefix="vcc-", dir="/tmp"))

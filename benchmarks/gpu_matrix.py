@@ -130,7 +130,7 @@ def read_axes(path: Path) -> tuple[dict[str, list[str]], dict[str, Any], int]:
     Read by versatil's own sweep-file reader (PyYAML and pydantic, no Ray): ``all`` and
     ``exclude`` resolve to the values a sweep would run, ``none`` included.
     """
-    from versatil.sweep.config.schema import load_sweep
+    from versatil.sweep.config.load import load_sweep
 
     sweep = load_sweep(path)
     axes = {name: [str(v) for v in sweep.space[name]] for name in AXES}
@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from versatil.cli_common import quiet_libraries
     from versatil.training import fit  # noqa: F401  (imports Lightning, which quiet_libraries needs)
-    from versatil.training.settings import DeviceInfo
+    from versatil.training.spec import DeviceInfo
 
     quiet_libraries()
 
@@ -507,7 +507,7 @@ def write_json(path: Path, report: dict[str, Any]) -> None:
 def device_feasible(combo: Combo, device: Any) -> bool:
     """Whether the combination's settings can run on ``device`` (an infeasible one costs
     nothing, so the budget never skips it: its reason is an answer, not a measurement)."""
-    from versatil.training.settings import TrialSettings
+    from versatil.training.spec import TrialSettings
 
     settings = TrialSettings.from_config(
         {

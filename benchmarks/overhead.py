@@ -122,7 +122,7 @@ def measure_sweep(trials: int, length: str) -> dict[str, Any]:
     Returns:
         Wall, warm-up, Σ fit time, the overheads per trial and the trial statuses.
     """
-    from versatil.sweep.config.schema import validate_sweep
+    from versatil.sweep.config.load import validate_sweep
     from versatil.sweep.engine.runner import run_sweep
 
     with tempfile.TemporaryDirectory(prefix=f"bench_overhead_{trials}_") as storage:
@@ -163,7 +163,7 @@ t = time.perf_counter()
 import versatil.sweep.cli.main
 steps = {"cli_imports": time.perf_counter() - t}
 t = time.perf_counter()
-from versatil.sweep.config.schema import load_sweep
+from versatil.sweep.config.load import load_sweep
 config = load_sweep(sys.argv[1])
 steps["load_sweep"] = time.perf_counter() - t
 t = time.perf_counter()

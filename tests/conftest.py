@@ -1,12 +1,32 @@
-"""Shared services for the whole test session: one multi-node Ray cluster on this machine."""
+"""Shared services for the whole test session, and the ``slow`` mark of the tests that start them.
+
+One multi-node Ray cluster on this machine, one ``mlflow server``, and an empty MLflow SQLite
+store that each test needing a store of its own gets a copy of.
+"""
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Session services whose users are slow tests: each starts a Ray cluster or a server.
+SLOW_FIXTURES = frozenset({"ray_cluster", "mlflow_server"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Marks every test that uses a slow session service as ``slow``.
+
+    ``-m "not slow"`` then leaves out each test that starts Ray or ``mlflow server``,
+    directly or through another fixture, whether or not its module marks it.
+    """
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +64,32 @@ def ray_cluster():
     for node in workers:
         cluster.remove_node(node)
     cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def _mlflow_sqlite_template(tmp_path_factory):
+    """An empty MLflow SQLite store with its tables made, once per session.
+
+    Making the tables of a new store takes MLflow seconds (its migrations); a copy of an
+    empty store is the same store in milliseconds.
+    """
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def mlflow_sqlite(_mlflow_sqlite_template, tmp_path):
+    """The URI of a new, empty MLflow SQLite store at ``tmp_path/mlflow.db``.
+
+    The path is the one ``default_tracking_uri(tmp_path)`` names, so a sweep run opened
+    on ``tmp_path`` as its storage path uses this store.
+    """
+    path = tmp_path / "mlflow.db"
+    shutil.copyfile(_mlflow_sqlite_template, path)
+    return f"sqlite:///{path}"
 
 
 @pytest.fixture(scope="session")

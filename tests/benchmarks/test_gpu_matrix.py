@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "gpu_matrix.py"
 
@@ -29,6 +31,7 @@ def load_script(monkeypatch):
     return module
 
 
+@pytest.mark.slow  # trains and compiles eight settings of two tasks
 def test_cpu_subset_measures_every_feasible_combination(tmp_path):
     out = tmp_path / "gpu_matrix-cpu.json"
     command = [sys.executable, "-c", RUN_AND_REPORT_IMPORTS, str(SCRIPT)]

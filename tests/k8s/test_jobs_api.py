@@ -21,11 +21,14 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.k8s.test_manifests import entrypoint_args, rendered, the
 from tests.mlflow_server import start_mlflow_server, stop_mlflow_server
 from tests.ray_head import RAY, start_ray_head, stop_ray_head
+
+pytestmark = pytest.mark.slow  # a Ray head with its job server, and mlflow server
 
 REPO = Path(__file__).resolve().parents[2]
 SMALLER = [

@@ -42,7 +42,8 @@ from packaging.requirements import Requirement
 
 from versatil.cli_common import parse_assignment
 from versatil.sweep.cli.main import parse_args
-from versatil.sweep.config.schema import SweepConfig, load_sweep
+from versatil.sweep.config.load import load_sweep
+from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.config.shipped import resolve_config
 
 REPO = Path(__file__).resolve().parents[2]

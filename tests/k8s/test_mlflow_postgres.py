@@ -33,6 +33,8 @@ from tests.mlflow_server import stop_mlflow_server
 from tests.postgres_server import postgres_bindir, start_postgres, stop_postgres
 from tests.ray_head import free_port
 
+pytestmark = pytest.mark.slow  # PostgreSQL, mlflow server and a sweep
+
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = ["--config", "quickstart", "--set", "space.precision=[32, bf16-mixed]"]
 SWEEP += ["--set", "space.compile_mode=[none]", "--set", "trainer.max_epochs=1"]

@@ -1,6 +1,6 @@
 import pytest
 
-from versatil.sweep.config.schema import validate_sweep
+from versatil.sweep.config.load import validate_sweep
 
 TINY_TASK = {"name": "reaching", "params": {"n_episodes": 16, "horizon": 10, "width": 16}}
 

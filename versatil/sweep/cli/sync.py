@@ -11,29 +11,67 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import yaml
 
 from versatil.errors import ConfigError
 
-__all__ = ["SyncOutcome", "build_sync_parser", "sync_experiment", "sync_main"]
+__all__ = [
+    "DESCRIPTION",
+    "HELP",
+    "NAME",
+    "SyncOutcome",
+    "add_parser",
+    "build_sync_parser",
+    "configure",
+    "main",
+    "sync_experiment",
+]
 
 
-def build_sync_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m versatil.sweep sync``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m versatil.sweep sync",
-        description="Backfill a sweep's MLflow runs from Tune's records in its storage path: "
-        "every epoch once, every ended trial's run closed, the parent run ended.",
-    )
+NAME = "sync"
+HELP = "backfill a sweep's MLflow runs from Tune's records"
+DESCRIPTION = (
+    "Backfill a sweep's MLflow runs from Tune's records in its storage path: every epoch "
+    "once, every ended trial's run closed, the parent run ended."
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Adds the arguments of ``sync`` to ``parser``.
+
+    Args:
+        parser: The subcommand's parser.
+    """
     parser.add_argument("sweep", help="the sweep's name (its runs are NAME-<time> directories)")
     parser.add_argument("--storage-path", default="runs/sweeps", help="the sweep's storage path")
     parser.add_argument(
         "--tracking-uri", default=None, help="default: the store the sweep recorded"
     )
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Adds ``sync`` to the subcommands of the top-level parser.
+
+    Args:
+        subparsers: What ``ArgumentParser.add_subparsers`` returned.
+
+    Returns:
+        The subcommand's parser.
+    """
+    parser = subparsers.add_parser(NAME, help=HELP, description=DESCRIPTION)
+    configure(parser)
+    return parser
+
+
+def build_sync_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m versatil.sweep sync``, on its own."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m versatil.sweep {NAME}", description=DESCRIPTION
+    )
+    configure(parser)
     return parser
 
 
@@ -76,12 +114,13 @@ class SyncOutcome:
 def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> SyncOutcome:
     """Reconciles one sweep invocation's runs with Tune's records in ``experiment_dir``."""
     from versatil.status import TrialStatus
-    from versatil.sweep.config.schema import validate_sweep
-    from versatil.sweep.engine.runner import SWEEP_FILE
+    from versatil.sweep.config.load import validate_sweep
+    from versatil.sweep.engine.tracker import make_tracker, sweep_end
     from versatil.sweep.results.judgement import judge
     from versatil.sweep.results.records import read_trials, rows_from_records
-    from versatil.sweep.tracking import SweepEnd, SweepTracker, reopen_sweep_run
+    from versatil.sweep.tracking import reopen_sweep_run
     from versatil.sweep.tracking.reconcile import close_runs
+    from versatil.sweep.vocab.names import SWEEP_FILE
 
     sweep_file = experiment_dir / SWEEP_FILE
     if not sweep_file.is_file():
@@ -90,11 +129,11 @@ def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> Sy
             "version of versatil"
         )
     config = validate_sweep(yaml.safe_load(sweep_file.read_text()))
-    tracker = SweepTracker(reopen_sweep_run(experiment_dir, tracking_uri), config)
+    tracker = make_tracker(reopen_sweep_run(experiment_dir, tracking_uri), config)
     records = read_trials(experiment_dir)
     rows = rows_from_records(records, config)
     judgement = judge(rows, config.objective.objectives, config.objective.tolerance)
-    done = close_runs(tracker, rows, records, SweepEnd.judged(rows, judgement))
+    done = close_runs(tracker, rows, records, sweep_end(rows, judgement))
     return SyncOutcome(
         experiment_dir=experiment_dir,
         epochs=done.epochs,
@@ -105,18 +144,30 @@ def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> Sy
     )
 
 
-def sync_main(argv: list[str], stream: TextIO | None = None) -> int:
-    """``sync``: every invocation of the sweep under the storage path, oldest first."""
-    args = build_sync_parser().parse_args(argv)
-    from versatil.sweep.config.schema import check_name
-    from versatil.sweep.tracking import PARENT_FILE
+def main(args: argparse.Namespace, out: TextIO) -> int:
+    """``sync``: every invocation of the sweep under the storage path, oldest first.
 
-    stream = stream if stream is not None else sys.stdout
+    Args:
+        args: The parsed arguments of ``sync``.
+        out: Where each invocation's line goes.
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: for a bad name, no run of the sweep, or when MLflow fails.
+    """
+    from versatil.sweep.config.limits import check_name
+    from versatil.sweep.tracking import PARENT_FILE
+    from versatil.sweep.vocab.names import experiment_dirs, sweep_of
+
     check_name("sync: sweep", args.sweep)
     storage = Path(args.storage_path).resolve()
-    found = sorted(p.parent for p in storage.glob(f"{args.sweep}-2*/{PARENT_FILE}"))
+    found = [d for d in experiment_dirs(storage, args.sweep) if (d / PARENT_FILE).is_file()]
     if not found:
-        names = sorted({p.parent.name.rsplit("-", 2)[0] for p in storage.glob(f"*/{PARENT_FILE}")})
+        names = sorted(
+            {sweep_of(p.parent.name) or p.parent.name for p in storage.glob(f"*/{PARENT_FILE}")}
+        )
         raise ConfigError(
             f"sync: no run of sweep {args.sweep!r} under {storage}; choose from "
             f"{', '.join(names) or 'none (run a sweep first, or give its --storage-path)'}"
@@ -129,5 +180,5 @@ def sync_main(argv: list[str], stream: TextIO | None = None) -> int:
         except MlflowException as error:
             reason = " ".join(str(error).split())[:500]
             raise ConfigError(f"sync: {experiment_dir.name}: MLflow failed: {reason}") from None
-        print(outcome.line(), file=stream)
+        print(outcome.line(), file=out)
     return 0

@@ -16,9 +16,10 @@ from typing import Any
 import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error, did_you_mean
-from versatil.sweep.config.schema import ENUM_AXES, NumericAxis, SweepConfig
-from versatil.sweep.results.rows import THROUGHPUT_COLUMNS
+from versatil.sweep.config.axes import ENUM_AXES, NumericAxis
+from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.vocab.keys import BOOKKEEPING
+from versatil.training.metric_names import THROUGHPUT_METRICS
 from versatil.training.tasks import params_model_for
 
 __all__ = ["check_objectives", "check_storage", "check_task"]
@@ -43,7 +44,7 @@ def check_objectives(config: SweepConfig) -> None:
     field = "objective.metrics" if config.objective.metrics else "objective.metric"
     errors = [
         f"{field}: {metric!r} is bookkeeping of each result, not a metric; use a metric the "
-        f"module logs (val_loss) or one versatil measures ({', '.join(THROUGHPUT_COLUMNS)})"
+        f"module logs (val_loss) or one versatil measures ({', '.join(THROUGHPUT_METRICS)})"
         for metric, _ in config.objective.objectives
         if metric in BOOKKEEPING
     ]

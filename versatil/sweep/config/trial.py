@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from versatil.sweep.config.schema import ENUM_AXES, NONE, SweepConfig
+from versatil.sweep.config.axes import ENUM_AXES
+from versatil.sweep.config.schema import SweepConfig
 from versatil.training.config import TrainConfig
+from versatil.training.spec import NONE
 
 __all__ = ["train_config_for", "worst_value"]
 

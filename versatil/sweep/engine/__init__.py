@@ -1,0 +1,1 @@
+"""The sweep driver: Tune objects, the param space, the run loop, its console and tracking."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from versatil.sweep.config.axes import ENUM_AXES
 from versatil.sweep.config.checks import check_task
-from versatil.sweep.config.schema import ENUM_AXES, SweepConfig
+from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.config.trial import train_config_for
 from versatil.sweep.engine.space import expand_trials
 from versatil.tables import format_table
@@ -13,7 +14,7 @@ __all__ = ["print_dry_run", "trial_feasibility"]
 
 def trial_feasibility(config: SweepConfig) -> list[tuple[dict, str | None]]:
     """Each expanded trial with the reason it is infeasible on this machine (or ``None``)."""
-    from versatil.training.settings import DeviceInfo
+    from versatil.training.spec import DeviceInfo
 
     device = DeviceInfo.detect(config.trainer.accelerator)
     out = []

@@ -6,12 +6,12 @@ Nothing here imports torch or Lightning; the trials do, in their (reused) worker
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import functools
+import gc
 import logging
 import os
-import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,14 +22,20 @@ import yaml
 from versatil.errors import ConfigError, ServiceError
 from versatil.status import TrialStatus
 from versatil.sweep.config.checks import check_storage, check_task
-from versatil.sweep.config.schema import NumericAxis, SweepConfig
-from versatil.sweep.engine.space import build_param_space, grid_points, numeric_domain
+from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.engine.console import ProgressPrinter, tune_console_quiet
+from versatil.sweep.engine.space import build_param_space
+from versatil.sweep.engine.tracker import make_tracker, sweep_end
+from versatil.sweep.engine.tune_objects import (
+    make_scheduler,
+    make_searcher,
+    num_samples,
+    objective_stopper,
+)
 from versatil.sweep.results.judgement import Judgement, judge
-from versatil.sweep.results.records import make_row, read_trials
-from versatil.sweep.results.rows import TrialRow
+from versatil.sweep.results.records import TrialRecord, read_trials
+from versatil.sweep.results.rows import TrialRow, make_row
 from versatil.sweep.tracking import (
-    SweepEnd,
-    SweepTracker,
     TrackingContext,
     TrackingGap,
     backfill,
@@ -38,13 +44,19 @@ from versatil.sweep.tracking import (
     default_tracking_uri,
     open_sweep_run,
 )
-from versatil.sweep.vocab.keys import OBJECTIVE_MISSING, REASON, STATUS
-from versatil.sweep.worker.trial import run_trial
+from versatil.sweep.vocab import names
+from versatil.sweep.vocab.keys import EPOCH, OBJECTIVE_MISSING, STATUS
+from versatil.sweep.vocab.names import SWEEP_FILE
+from versatil.sweep.worker import run_trial
 
-SWEEP_FILE = "sweep.yaml"
-"""In the experiment directory: the sweep as it ran (``sync`` reads it back)."""
-
-__all__ = ["SweepOutcome", "connect_ray", "experiment_dirs", "rows_from_results", "run_sweep"]
+__all__ = [
+    "SweepOutcome",
+    "connect_ray",
+    "experiment_dirs",
+    "release_ray_in_background",
+    "rows_from_results",
+    "run_sweep",
+]
 
 
 @dataclasses.dataclass
@@ -60,6 +72,8 @@ class SweepOutcome:
         judgement: The best trial, the Pareto ranking and the verdict.
         gap: What is not in the tracking store yet (it did not answer at the end), or
             ``None`` when everything is there.
+        releasing_ray: The thread shutting Ray down (``run_sweep(release_ray=True)``);
+            join it before the process ends.
     """
 
     experiment_dir: Path
@@ -69,206 +83,100 @@ class SweepOutcome:
     tracking: TrackingContext
     judgement: Judgement | None = None
     gap: TrackingGap | None = None
+    releasing_ray: threading.Thread | None = None
 
 
 def connect_ray(address: str | None) -> None:
-    """Connects to the cluster at ``address``, or starts a local Ray; no-op if connected."""
+    """Connects to the cluster at ``address``, or starts a local Ray; no-op if connected.
+
+    A local Ray started here keeps Ray's default token authentication, without Ray's
+    console warning that it is on: the cluster is this process's own.
+    """
     import ray
 
     if ray.is_initialized():
         return
+    auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    previous = auth_log.level
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        auth_log.setLevel(logging.ERROR)
     try:
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            logging_level=logging.WARNING,
-            configure_logging=True,
-        )
-    except ConnectionError as error:
-        raise ConfigError(
-            f"--address: cannot reach a Ray cluster at {address!r} ({error}); "
-            "start one with `ray start --head` or omit --address to run locally"
-        ) from None
-    except Exception as error:  # Ray raises a bare Exception when its node starts slowly
-        if address is not None:
-            raise
-        # A local Ray waits 30 s for its raylet; a loaded machine can miss that once.
-        ray.shutdown()
         try:
-            ray.init(include_dashboard=False, logging_level=logging.WARNING, configure_logging=True)
-        except Exception as again:
-            ray.shutdown()
-            raise ServiceError(
-                f"a local Ray did not start, twice ({again}; first: {error}); "
-                "the machine may be overloaded: retry when it is less busy, or start Ray "
-                "yourself with `ray start --head` and pass --address auto"
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                configure_logging=True,
+            )
+        except ConnectionError as error:
+            raise ConfigError(
+                f"--address: cannot reach a Ray cluster at {address!r} ({error}); "
+                "start one with `ray start --head` or omit --address to run locally"
             ) from None
-
-
-# Registries of lazy imports: a sweep that uses FIFO never imports optuna.
-def _make_searcher(config: SweepConfig) -> Any:
-    if config.search.algorithm == "optuna":
-        from ray.tune.search.optuna import OptunaSearch
-
-        if config.objective.is_multi:  # Optuna's multi-objective sampler; not via TuneConfig
-            metrics, modes = zip(*config.objective.objectives, strict=True)
-            return OptunaSearch(metric=list(metrics), mode=list(modes), seed=config.search.seed)
-        return OptunaSearch(seed=config.search.seed)
-    from ray.tune.search.basic_variant import BasicVariantGenerator
-
-    # Tune ignores TuneConfig.max_concurrent_trials for a generator it is handed: the
-    # generator itself takes the limit.
-    limit = config.max_concurrent_trials or 0
-    if config.search.algorithm == "random":
-        return BasicVariantGenerator(random_state=config.search.seed, max_concurrent=limit)
-    # Grid: every combination given as a point, in the order of grid_points (each
-    # compiled graph first once, then its repeats); sampled axes are drawn per point.
-    points = grid_points(config) * config.search.num_samples
-    return BasicVariantGenerator(
-        points_to_evaluate=points, random_state=config.search.seed, max_concurrent=limit
-    )
-
-
-def _num_samples(config: SweepConfig) -> int:
-    """Tune's ``num_samples``: a grid sweep's points each take one sample."""
-    if config.search.algorithm == "grid":
-        return len(grid_points(config)) * config.search.num_samples
-    return config.search.num_samples
-
-
-def _make_scheduler(config: SweepConfig) -> Any:
-    section = config.scheduler
-    # One objective: TuneConfig passes it on. Several: the scheduler gets its own one.
-    metric, mode = config.scheduler_objective
-    own = {"metric": metric, "mode": mode} if config.objective.is_multi else {}
-    if section.type == "asha":
-        from ray.tune.schedulers import ASHAScheduler
-
-        return ASHAScheduler(
-            time_attr="training_iteration",
-            max_t=config.trainer.max_epochs,
-            grace_period=section.grace_period,
-            reduction_factor=section.reduction_factor,
-            **own,
-        )
-    if section.type == "pbt":
-        from ray.tune.schedulers import PopulationBasedTraining
-
-        return PopulationBasedTraining(
-            time_attr="training_iteration",
-            perturbation_interval=section.perturbation_interval,
-            hyperparam_mutations={
-                name: numeric_domain(axis) if isinstance(axis, NumericAxis) else axis
-                for name, axis in section.hyperparam_mutations.items()
-            },
-            quantile_fraction=section.quantile_fraction,
-            synch=section.synch,
-            **own,
-        )
-    return None
-
-
-def _objective_stopper() -> Any:
-    """Stops the whole sweep at the first result saying the module never logged the objective.
-
-    Every trial runs the same module, so the others would fail the same way: the trials
-    still running end at once and the ones not started never start.
-    """
-    from ray import tune
-
-    class _Stopper(tune.Stopper):
-        def __init__(self) -> None:
-            self.missing = False
-
-        def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
-            if result.get(OBJECTIVE_MISSING):
-                self.missing = True
-            return self.missing
-
-        def stop_all(self) -> bool:
-            return self.missing
-
-    return _Stopper()
-
-
-class ProgressPrinter:
-    """Prints one line per reported epoch and per finished trial (a Tune callback)."""
-
-    def __init__(self, config: SweepConfig, stream: TextIO | None = None) -> None:
-        from ray import tune
-
-        class _Callback(tune.Callback):
-            def on_trial_result(cb, iteration, trials, trial, result, **info):
-                self._line(trial, result)
-
-            def on_trial_error(cb, iteration, trials, trial, **info):
-                self._print(f"{trial.trial_id} failed: see {trial.path}")
-
-        self.callback = _Callback()
-        self.config = config
-        self.stream = stream or sys.stdout  # looked up now: a redirected stdout counts
-        self.start = time.perf_counter()
-
-    def _print(self, text: str) -> None:
-        print(f"[{time.perf_counter() - self.start:6.1f}s] {text}", file=self.stream, flush=True)
-
-    def _line(self, trial: Any, result: dict[str, Any]) -> None:
-        axes = " ".join(f"{k}={trial.config.get(k)}" for k in self.config.space)
-        status = result.get(STATUS, "")
-        if status in (TrialStatus.INFEASIBLE, TrialStatus.FAILED):
-            self._print(f"{trial.trial_id} {status}: {result.get(REASON, '')} ({axes})")
-            return
-        epoch = result.get("epoch", 0) + 1
-        values = " ".join(
-            f"{metric}={result.get(metric, 0):.4g}"
-            for metric, _ in self.config.objective.objectives
-            if metric != "samples_per_sec"
-        )
-        self._print(
-            f"{trial.trial_id} epoch {epoch} {values} "
-            f"samples/s={result.get('samples_per_sec', 0):.0f} {status} ({axes})"
-        )
-
-
-@contextlib.contextmanager
-def _tune_console_quiet() -> Any:
-    """Keeps Tune's own console output off while the sweep runs.
-
-    At ``verbose=0`` Tune's default output engine still prints a "Configuration for
-    experiment" box and "View detailed results here"; the sweep prints its own progress,
-    summary and paths. ``RAY_AIR_NEW_OUTPUT=0`` selects Tune's other engine, which prints
-    nothing at ``verbose=0``. Set for the fit only, unless the environment already says.
-    """
-    key = "RAY_AIR_NEW_OUTPUT"
-    if key in os.environ:
-        yield
-        return
-    os.environ[key] = "0"
-    try:
-        yield
+        except Exception as error:  # Ray raises a bare Exception when its node starts slowly
+            if address is not None:
+                raise
+            # A local Ray waits 30 s for its raylet; a loaded machine can miss that once.
+            ray.shutdown()
+            try:
+                ray.init(
+                    include_dashboard=False, logging_level=logging.WARNING, configure_logging=True
+                )
+            except Exception as again:
+                ray.shutdown()
+                raise ServiceError(
+                    f"a local Ray did not start, twice ({again}; first: {error}); "
+                    "the machine may be overloaded: retry when it is less busy, or start Ray "
+                    "yourself with `ray start --head` and pass --address auto"
+                ) from None
     finally:
-        os.environ.pop(key, None)
+        auth_log.setLevel(previous)
 
 
 def experiment_dirs(config: SweepConfig) -> list[Path]:
     """Earlier runs of this sweep under its storage path, oldest first."""
-    root = config.storage_dir()
-    return sorted(root.glob(f"{config.name}-2*")) if root.is_dir() else []
+    return names.experiment_dirs(config.storage_dir(), config.name)
 
 
-def rows_from_results(results: Any, config: SweepConfig) -> list[TrialRow]:
-    """Turns a Tune ResultGrid into summary rows, in trial order."""
+def release_ray_in_background() -> threading.Thread:
+    """Shuts Ray down in a thread (a local cluster takes a second or two to stop).
+
+    Call it once :func:`run_sweep` has returned: its Tune objects are collected first,
+    so that no finalizer reaches Ray's worker after it stopped.
+    """
+    import ray
+
+    gc.collect()
+    thread = threading.Thread(target=ray.shutdown, name="ray-shutdown", daemon=True)
+    thread.start()
+    return thread
+
+
+def rows_from_results(
+    results: Any, config: SweepConfig, records: Sequence[TrialRecord] = ()
+) -> list[TrialRow]:
+    """Turns a Tune ResultGrid into summary rows, in trial order.
+
+    Args:
+        results: Tune's ResultGrid.
+        config: The sweep.
+        records: Tune's records of the same trials (:func:`read_trials`): every epoch a
+            trial reported, before a restore too, where the grid holds the last run's.
+    """
+    reported = {record.trial_id: list(record.epochs()) for record in records}
     rows = []
     for result in results:
         metrics = dict(result.metrics or {})
         error = None
         if result.error is not None:
             error = str(result.error).strip() or type(result.error).__name__
+        trial_id = metrics.get("trial_id") or Path(result.path).name
         rows.append(
             make_row(
-                trial_id=metrics.get("trial_id") or Path(result.path).name,
+                trial_id=trial_id,
                 config=result.config or {},
                 metrics=metrics,
+                epochs=reported.get(trial_id) or _epochs_reported(result),
                 error=error,
                 checkpoint=result.checkpoint.path if result.checkpoint else None,
                 axes=list(config.space),
@@ -276,6 +184,14 @@ def rows_from_results(results: Any, config: SweepConfig) -> list[TrialRow]:
             )
         )
     return sorted(rows, key=lambda r: r.trial_id)
+
+
+def _epochs_reported(result: Any) -> list[int]:
+    """The epochs a trial of a ResultGrid reported in its last run (the grid's history)."""
+    frame = result.metrics_dataframe
+    if frame is None or EPOCH not in frame:
+        return []
+    return [int(e) for e in frame[EPOCH].dropna()]
 
 
 def _not_run(row: TrialRow) -> TrialRow:
@@ -293,6 +209,7 @@ def run_sweep(
     callbacks: Sequence[Any] = (),
     stream: TextIO | None = None,
     on_start: Callable[[Path], None] | None = None,
+    release_ray: bool = False,
 ) -> SweepOutcome:
     """Runs (or with ``resume`` continues) a sweep on Ray Tune and summarizes it.
 
@@ -306,6 +223,9 @@ def run_sweep(
         callbacks: Extra Tune callbacks.
         stream: Where progress lines go; default ``sys.stdout`` when it is called.
         on_start: Called with the experiment directory before trials start.
+        release_ray: Shut Ray down in the background once the trials are over, while the
+            sweep's end is logged (for a command that owns its process: nothing after
+            the fit needs Ray; see :attr:`SweepOutcome.releasing_ray`).
     """
     from ray import tune
 
@@ -326,7 +246,7 @@ def run_sweep(
             )
         experiment_dir = previous[-1]
     else:
-        experiment_dir = storage / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        experiment_dir = storage / names.experiment_dir_name(config.name)
     uri = tracking_uri or config.mlflow.tracking_uri or default_tracking_uri(storage)
     check_server(uri)
     sweep_yaml = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
@@ -350,7 +270,7 @@ def run_sweep(
     )
     pool.shutdown(wait=False)
     connect_ray(address)
-    sweep_tracker = SweepTracker(opening, config, experiment_dir)
+    sweep_tracker = make_tracker(opening, config, experiment_dir)
     resources = config.resources
     # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
     distributed = resources.workers_per_trial > 1
@@ -386,9 +306,9 @@ def run_sweep(
                 # Several objectives: the searcher and scheduler hold theirs (see above).
                 metric=None if config.objective.is_multi else config.objective.metric,
                 mode=None if config.objective.is_multi else config.objective.mode,
-                search_alg=_make_searcher(config),
-                scheduler=_make_scheduler(config),
-                num_samples=_num_samples(config),
+                search_alg=make_searcher(config),
+                scheduler=make_scheduler(config),
+                num_samples=num_samples(config),
                 # Optuna's searcher gets Tune's ConcurrencyLimiter; generators limit themselves.
                 max_concurrent_trials=(
                     config.max_concurrent_trials if config.search.algorithm == "optuna" else None
@@ -411,7 +331,7 @@ def run_sweep(
                     num_to_keep=None if config.scheduler.type == "pbt" else 2
                 ),
                 failure_config=tune.FailureConfig(max_failures=config.max_failures),
-                stop=_objective_stopper(),
+                stop=objective_stopper(),
                 verbose=0,
             ),
         )
@@ -420,19 +340,24 @@ def run_sweep(
     # Tune warns about every trial without results; the summary reports those trials.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     try:
-        with registered(experiment_dir.name, live_callbacks), _tune_console_quiet():
+        with registered(experiment_dir.name, live_callbacks), tune_console_quiet():
             results = tuner.fit()
     except tune.TuneError:
         _ = sweep_tracker.context  # MLflow never opened: raises its one-line error
         raise
-    rows = rows_from_results(results, config)
+    records = read_trials(experiment_dir)
+    rows = rows_from_results(results, config, records)
+    releasing = None
+    if release_ray:  # nothing below needs Ray; Tune's objects (and their refs) go first
+        del results, tuner, trainable
+        releasing = release_ray_in_background()
     missing = next((r for r in rows if r.metrics.get(OBJECTIVE_MISSING)), None)
     if missing is not None:
         rows = [r if STATUS in r.metrics else _not_run(r) for r in rows]
     judgement = judge(rows, config.objective.objectives, config.objective.tolerance)
     best = judgement.best
-    end = SweepEnd.judged(rows, judgement)
-    gap = close_sweep(sweep_tracker, rows, read_trials(experiment_dir), end, sync_command(config))
+    end = sweep_end(rows, judgement)
+    gap = close_sweep(sweep_tracker, rows, records, end, sync_command(config))
     if missing is not None:
         ran = sum(STATUS in r.metrics for r in rows)
         raise ConfigError(
@@ -448,6 +373,7 @@ def run_sweep(
         tracking=sweep_tracker.context,
         judgement=judgement,
         gap=gap,
+        releasing_ray=releasing,
     )
 
 

@@ -10,7 +10,8 @@ import itertools
 import random
 from typing import Any
 
-from versatil.sweep.config.schema import ENUM_AXES, NumericAxis, SweepConfig
+from versatil.sweep.config.axes import ENUM_AXES, NumericAxis
+from versatil.sweep.config.schema import SweepConfig
 
 __all__ = [
     "build_param_space",

@@ -1,4 +1,4 @@
-"""``python -m versatil.sweep compress NAME``: a sweep's winners to INT8, logged beside them.
+"""A sweep's winners to INT8, logged beside them (``python -m versatil.sweep compress``).
 
 The trials are read back from MLflow, as ``report`` reads them; the chosen ones (the
 Pareto front by default, ``--top K`` or ``--trial ID``) are compressed with
@@ -15,7 +15,6 @@ which holds every trial's but only on the machine, or shared disk, the sweep ran
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import os
@@ -27,79 +26,23 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from versatil.errors import ConfigError
 from versatil.sweep.config.post_training import Selection
-from versatil.sweep.int8.selection import finished, select_trials
+from versatil.sweep.int8.selection import select_trials
+from versatil.sweep.results.rows import finished
+from versatil.sweep.vocab.names import CHECKPOINT_ARTIFACT
 
 if TYPE_CHECKING:
-    from versatil.sweep.cli.report import SweepReport
-    from versatil.sweep.int8.runs import Int8Row
+    from versatil.sweep.report.load import Int8Row, SweepReport
 
 __all__ = [
     "CompressOutcome",
     "TrialCheckpoint",
-    "build_compress_parser",
     "compress_after_sweep",
-    "compress_main",
     "compress_sweep",
     "locate_checkpoint",
 ]
 
-CHECKPOINT_ARTIFACT = "checkpoint"
 """Where a trial run holds its checkpoint directory (``tracking.log_checkpoint``)."""
 _PROGRESS_BAR = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
-
-
-def build_compress_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m versatil.sweep compress``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m versatil.sweep compress",
-        description="Compress a sweep's winners to INT8 (dynamic, nn.Linear) and log each as "
-        "a run nested under its trial's run; the report then lists them.",
-    )
-    parser.add_argument("experiment", help="the sweep's MLflow experiment (its name)")
-    parser.add_argument(
-        "--pareto",
-        action="store_true",
-        help="the trials on the Pareto front of objective vs samples_per_sec (the default)",
-    )
-    parser.add_argument("--top", type=int, metavar="K", help="the K best trials by objective")
-    parser.add_argument("--trial", metavar="ID", help="one trial, by its id")
-    parser.add_argument("--tracking-uri", default=None, help="default: the embedded SQLite store")
-    parser.add_argument(
-        "--storage-path", default="runs/sweeps", help="storage path holding the embedded store"
-    )
-    parser.add_argument(
-        "--backend",
-        choices=("torchao", "torch.ao"),
-        default=None,
-        help="default: torchao when it is installed and works on the model, else torch.ao",
-    )
-    parser.add_argument("--output", type=Path, default=None, help="default: runs/compressed/NAME")
-    return parser
-
-
-def parse_selection(args: argparse.Namespace) -> Selection:
-    """The one selection the flags ask for (``--pareto`` when none does).
-
-    Raises:
-        ConfigError: for more than one of ``--pareto``, ``--top``, ``--trial``, or K < 1.
-    """
-    given = [
-        flag
-        for flag, value in (("--pareto", args.pareto), ("--top", args.top), ("--trial", args.trial))
-        if value not in (None, False)
-    ]
-    if len(given) > 1:
-        raise ConfigError(
-            f"compress: {' and '.join(given)} cannot be combined; give one of --pareto, "
-            "--top K or --trial ID"
-        )
-    if args.top is not None:
-        if args.top < 1:
-            raise ConfigError(f"compress: --top {args.top}: K must be at least 1")
-        return Selection("top", k=args.top)
-    if args.trial is not None:
-        return Selection("trial", trial_id=args.trial)
-    return Selection("pareto")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +145,7 @@ class CompressOutcome:
 def _load(tracking_uri: str, experiment: str, parent_run_id: str | None) -> SweepReport:
     from mlflow.exceptions import MlflowException
 
-    from versatil.sweep.cli.report import load_report
+    from versatil.sweep.report.load import load_report
 
     try:
         return load_report(tracking_uri, experiment, parent_run_id)
@@ -215,7 +158,7 @@ def _load(tracking_uri: str, experiment: str, parent_run_id: str | None) -> Swee
 
 def _choose(report: SweepReport, experiment: str, selection: Selection) -> list[Any]:
     """The trials to compress, or a ConfigError saying why there are none."""
-    done = finished(report.rows)
+    done = [r for r in report.rows if finished(r)]
     if not done:
         statuses = ", ".join(f"{r.trial_id} {r.status}" for r in report.rows) or "no trials"
         raise ConfigError(
@@ -281,7 +224,8 @@ def compress_sweep(
     """
     from mlflow.tracking import MlflowClient
 
-    from versatil.sweep.int8.runs import compressed_dir, int8_rows, log_int8_run
+    from versatil.sweep.int8.runs import compressed_dir, log_int8_run
+    from versatil.sweep.report.load import int8_rows
     from versatil.sweep.tracking import child_runs
     from versatil.sweep.vocab import tags
 
@@ -296,9 +240,10 @@ def compress_sweep(
         locate_checkpoint(client, runs[row.trial_id], experiment_dir, row.trial_id)
         for row in chosen
     ]
+    finished_count = sum(finished(r) for r in report.rows)
     print(
         f"compress: sweep {experiment!r} (run {context.parent_run_id}), "
-        f"{_describe(report, selection)}: {len(chosen)} of {len(finished(report.rows))} finished "
+        f"{_describe(report, selection)}: {len(chosen)} of {finished_count} finished "
         f"trials: {', '.join(r.trial_id for r in chosen)}",
         file=stream,
         flush=True,
@@ -365,26 +310,3 @@ def compress_after_sweep(
         parent_run_id=outcome.tracking.parent_run_id,
         stream=stream,
     )
-
-
-def compress_main(argv: list[str]) -> int:
-    """``compress``: INT8 the chosen trials, log them, print their table; 1 if any failed."""
-    args = build_compress_parser().parse_args(argv)
-    from versatil.sweep.config.schema import check_name
-    from versatil.sweep.int8.runs import INT8_LEGEND, int8_table
-    from versatil.sweep.tracking import check_server, default_tracking_uri
-
-    check_name("compress: experiment", args.experiment)
-    selection = parse_selection(args)
-    uri = args.tracking_uri or default_tracking_uri(Path(args.storage_path).resolve())
-    check_server(uri)
-    output = args.output or Path("runs/compressed") / args.experiment
-    outcome = compress_sweep(uri, args.experiment, selection, output, backend=args.backend)
-    if outcome.int8:
-        print()
-        print(int8_table(outcome.int8, outcome.report.context.objective))
-        print(f"\n{INT8_LEGEND}")
-        print(f"INT8 checkpoints: {output}")
-    for trial, reason in outcome.failed:
-        print(f"error: {trial} was not compressed: {reason}", file=sys.stderr)
-    return 1 if outcome.failed else 0

@@ -5,23 +5,13 @@ Pure functions on a sweep's rows; nothing here imports torch.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-from versatil.status import TrialStatus
 from versatil.sweep.config.post_training import Selection
-from versatil.sweep.results.rows import TrialRow, pareto_front
+from versatil.sweep.results.ranking import pareto_front, ranked
+from versatil.sweep.results.rows import TrialRow, finished
 
-__all__ = ["finished", "select_pareto", "select_top", "select_trials"]
-
-
-def finished(rows: Sequence[TrialRow]) -> list[TrialRow]:
-    """The trials that trained to a finite objective (completed, or stopped by a scheduler)."""
-    return [
-        r
-        for r in rows
-        if TrialStatus(r.status).ranked and r.objective is not None and math.isfinite(r.objective)
-    ]
+__all__ = ["select_pareto", "select_top", "select_trials"]
 
 
 def select_pareto(rows: Sequence[TrialRow], mode: str) -> list[TrialRow]:
@@ -30,26 +20,19 @@ def select_pareto(rows: Sequence[TrialRow], mode: str) -> list[TrialRow]:
     This is the front the report marks (``*`` and ``P``): a trial stays unless another is at
     least as good on the objective and on ``samples_per_sec``, and better on one of them.
     """
-    front = pareto_front(finished(rows), mode)
-    return [r for r in finished(rows) if r.trial_id in front]
+    front = pareto_front(rows, mode)
+    return [r for r in rows if finished(r) and r.trial_id in front]
 
 
 def select_top(rows: Sequence[TrialRow], mode: str, k: int) -> list[TrialRow]:
     """The ``k`` best finished trials by objective; a tie goes to higher ``samples_per_sec``."""
-    sign = 1.0 if mode == "min" else -1.0
-
-    def key(row: TrialRow) -> tuple[float, float, str]:
-        throughput = row.metrics.get("samples_per_sec")
-        speed = float(throughput) if throughput is not None else -math.inf
-        return sign * float(row.objective), -speed, row.trial_id
-
-    return sorted(finished(rows), key=key)[:k]
+    return ranked(rows, mode)[:k]
 
 
 def select_trials(rows: Sequence[TrialRow], mode: str, selection: Selection) -> list[TrialRow]:
     """The trials ``selection`` picks, best objective first (one trial for ``trial``)."""
     if selection.kind == "trial":
-        return [r for r in finished(rows) if r.trial_id == selection.trial_id]
+        return [r for r in rows if finished(r) and r.trial_id == selection.trial_id]
     if selection.kind == "top":
         return select_top(rows, mode, selection.k or 1)
     chosen = {r.trial_id for r in select_pareto(rows, mode)}

@@ -1,0 +1,1 @@
+"""A sweep's results: what Tune recorded, the rows, the Pareto front, and the verdict."""

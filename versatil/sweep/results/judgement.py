@@ -10,14 +10,9 @@ import dataclasses
 from collections.abc import Sequence
 
 from versatil.sweep.results.pareto import Ranking, rank_rows
-from versatil.sweep.results.rows import (
-    TrialRow,
-    best_on_front,
-    best_row,
-    pareto_marks,
-    summary_marks,
-    summary_table,
-)
+from versatil.sweep.results.ranking import best_on_front, best_row, pareto_marks, summary_marks
+from versatil.sweep.results.rows import TrialRow
+from versatil.sweep.results.table import summary_table
 from versatil.sweep.results.verdict import Verdict, make_verdict, verdict_table
 from versatil.sweep.vocab import tags
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from versatil.status import TrialStatus
+from versatil.sweep.results.rows import full_budget, value_of
+from versatil.training.metric_names import SAMPLES_PER_SEC
 
 __all__ = [
     "THROUGHPUT",
@@ -24,7 +26,7 @@ __all__ = [
     "rank_rows",
 ]
 
-THROUGHPUT = "samples_per_sec"
+THROUGHPUT = SAMPLES_PER_SEC
 """The metric that breaks ties: steady-state throughput, higher is better."""
 
 Point = Sequence[float]
@@ -94,35 +96,28 @@ class Ranking:
         return {trial: place for place, trial in enumerate(self.order, 1)}
 
 
-def _value(row: Any, metric: str) -> float | None:
-    value = row.metrics.get(metric)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def rank_rows(rows: Sequence[Any], objectives: Sequence[tuple[str, str]]) -> Ranking:
-    """Ranks the trials that finished (status completed) with a finite value of every objective.
+    r"""Ranks the trials that finished (status completed) with a finite value of every objective.
 
     Args:
-        rows: The sweep's :class:`~versatil.sweep.results.rows.TrialRow`\\ s.
+        rows: The sweep's :class:`~versatil.sweep.results.rows.TrialRow`\ s.
         objectives: ``(metric, mode)`` pairs.
     """
     points: dict[str, list[float]] = {}
     left_out = {}
     for row in rows:
-        values = [_value(row, metric) for metric, _ in objectives]
-        if row.status == TrialStatus.STOPPED:
+        values = [value_of(row, metric) for metric, _ in objectives]
+        if full_budget(row) and None not in values:
+            signs = [1.0 if mode == "min" else -1.0 for _, mode in objectives]
+            points[row.trial_id] = [s * v for s, v in zip(signs, values, strict=True)]
+        elif row.status == TrialStatus.STOPPED:
             left_out[row.trial_id] = "stopped early by the scheduler: did not finish"
         elif row.status != TrialStatus.COMPLETED:
             left_out[row.trial_id] = str(row.status)
-        elif None in values:
-            missing = [m for (m, _), v in zip(objectives, values, strict=True) if v is None]
-            left_out[row.trial_id] = f"no finite {', '.join(missing)}"
         else:
-            signs = [1.0 if mode == "min" else -1.0 for _, mode in objectives]
-            points[row.trial_id] = [s * v for s, v in zip(signs, values, strict=True)]
-    throughput = {r.trial_id: _value(r, THROUGHPUT) or 0.0 for r in rows}
+            missing = [m for (m, _), v in zip(objectives, values, strict=True) if v is None]
+            left_out[row.trial_id] = f"no finite {', '.join(missing) or objectives[0][0]}"
+    throughput = {r.trial_id: value_of(r, THROUGHPUT) or 0.0 for r in rows}
     level: dict[str, int] = {}
     crowding: dict[str, float] = {}
     for depth, front in enumerate(non_dominated_sort(points), 1):

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from versatil.sweep.results.pareto import Ranking
-from versatil.sweep.results.verdict import setting_label, setting_of
+from versatil.sweep.results.verdict import setting_of
+from versatil.training.spec import setting_label
 
 __all__ = ["ExtraPoint", "plot_front"]
 
@@ -58,7 +59,7 @@ def plot_front(
                 zorder=3,
             )
             if on_front:
-                label = setting_label(setting_of(row.axes), show_matmul)
+                label = setting_label(*setting_of(row.axes), show_matmul=show_matmul)
                 axis.annotate(
                     f"#{ranking.rank[trial]} {label}",
                     (row.metrics[metrics[x]], row.metrics[metrics[y]]),

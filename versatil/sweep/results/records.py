@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from versatil.status import TrialStatus
-from versatil.sweep.results.rows import TrialRow
-from versatil.sweep.vocab.keys import EPOCH, REASON, STATUS
+from versatil.sweep.results.rows import TrialRow, make_row
+from versatil.sweep.vocab.keys import EPOCH
 
-__all__ = ["TrialRecord", "make_row", "read_trials", "row_from_record", "rows_from_records"]
+__all__ = ["TrialRecord", "read_trials", "row_from_record", "rows_from_records"]
 
 ENDED = frozenset({"TERMINATED", "ERROR"})
 """Tune's statuses of a trial that will not run again (unless the sweep is resumed)."""
@@ -54,6 +53,10 @@ class TrialRecord:
     def epochs(self) -> dict[int, dict[str, Any]]:
         """The trial's result for each epoch: the latest one reported for it."""
         return {int(r[EPOCH]): r for r in self.results if EPOCH in r}
+
+    def row(self, objective: str) -> TrialRow:
+        """The trial's summary row on its own axes (see :func:`row_from_record`)."""
+        return row_from_record(self, list(self.config), objective)
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
@@ -120,53 +123,6 @@ def read_trials(experiment_dir: Path) -> list[TrialRecord]:
     return records
 
 
-def make_row(
-    *,
-    trial_id: str,
-    config: Mapping[str, Any],
-    metrics: Mapping[str, Any],
-    error: str | None,
-    checkpoint: str | None,
-    axes: Sequence[str],
-    objective: str,
-    ended: bool = True,
-) -> TrialRow:
-    """A summary row from a trial's last result and how it ended.
-
-    Args:
-        trial_id: Tune's trial id.
-        config: The trial's config.
-        metrics: Its last result (empty when it never reported).
-        error: Why Tune recorded it as errored, or ``None`` when it did not error.
-        checkpoint: Its newest checkpoint directory.
-        axes: The sweep's axes.
-        objective: The primary objective's metric.
-        ended: Whether the trial is over; a trial still going keeps ``running``.
-    """
-    metrics = dict(metrics)
-    status = TrialStatus(metrics.get(STATUS, TrialStatus.FAILED))
-    if error is not None:
-        status = TrialStatus.FAILED
-    elif not ended and STATUS not in metrics:
-        status = TrialStatus.RUNNING  # pending, or started and not reported yet
-    elif status == TrialStatus.RUNNING and ended:
-        status = TrialStatus.STOPPED  # the scheduler ended it before max_epochs
-    reason = metrics.get(REASON, "")
-    if error and not reason:
-        reason = error.strip().splitlines()[-1][:200]
-    value = metrics.get(objective)
-    return TrialRow(
-        trial_id=trial_id,
-        axes={k: config.get(k) for k in axes},
-        status=status,
-        objective=float(value) if value is not None else None,
-        metrics=metrics,
-        epochs=int(metrics.get(EPOCH, -1)) + 1 if EPOCH in metrics else 0,
-        reason=reason,
-        checkpoint=checkpoint or metrics.get("checkpoint_path"),
-    )
-
-
 def row_from_record(record: TrialRecord, axes: Sequence[str], objective: str) -> TrialRow:
     """A trial's summary row from Tune's record of it alone (no Ray, no tracking store)."""
     errored = record.tune_status == "ERROR"
@@ -174,6 +130,7 @@ def row_from_record(record: TrialRecord, axes: Sequence[str], objective: str) ->
         trial_id=record.trial_id,
         config=record.config,
         metrics=record.results[-1] if record.results else {},
+        epochs=record.epochs(),
         error=(record.error or "the trial's worker failed") if errored else None,
         checkpoint=record.checkpoint,
         axes=axes,

@@ -1,20 +1,38 @@
-"""Rows of a sweep's results, and the table the CLI and the report print."""
+"""A sweep's rows: one type, one builder, one definition of "finished".
+
+A :class:`TrialRow` is one trial as every table, ranking and verdict sees it, however it
+was read: from Tune's result grid at the end of a sweep, from Tune's records on disk, or
+back from MLflow. All three build it with :func:`make_row`.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from versatil.status import TrialStatus
-from versatil.sweep.results.pareto import Ranking
-from versatil.tables import format_table
+from versatil.sweep.vocab.keys import REASON, STATUS
+from versatil.training.metric_names import SAMPLES_PER_SEC, THROUGHPUT_METRICS
+from versatil.training.spec import SETTING_ENUMS
 
-__all__ = ["TrialRow", "best_on_front", "best_row", "pareto_marks", "summary_table"]
+__all__ = [
+    "SETTINGS_COLUMNS",
+    "THROUGHPUT_COLUMNS",
+    "TrialRow",
+    "finished",
+    "full_budget",
+    "make_row",
+    "throughput",
+    "value_of",
+]
 
-SETTINGS_COLUMNS = ("precision", "compile_mode", "matmul_precision")
-THROUGHPUT_COLUMNS = ("samples_per_sec", "epoch_time_s", "peak_memory_mb", "compile_time_s")
+SETTINGS_COLUMNS = tuple(SETTING_ENUMS)
+"""The settings axes, in the tables' order: precision, compile mode, matmul precision."""
+
+THROUGHPUT_COLUMNS = THROUGHPUT_METRICS
+"""The measurements every table shows beside the objective."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -27,7 +45,7 @@ class TrialRow:
         status: completed, stopped, infeasible, diverged or failed.
         objective: The objective's last value (``None`` when there is none).
         metrics: The last reported metrics (throughput among them).
-        epochs: Epochs the trial trained.
+        epochs: Epochs the trial trained: its last reported epoch (0-based) plus one.
         reason: Why a trial was infeasible or failed.
         checkpoint: The trial's latest checkpoint directory.
     """
@@ -42,122 +60,90 @@ class TrialRow:
     checkpoint: str | None = None
 
 
-def best_row(rows: Sequence[TrialRow], mode: str) -> TrialRow | None:
-    """The trial with the best finite objective among completed or stopped trials.
-
-    Ties on the objective go to the higher ``samples_per_sec``, so the best trial is never
-    dominated on objective and throughput.
-    """
-    ranked = [
-        r
-        for r in rows
-        if TrialStatus(r.status).ranked and r.objective is not None and math.isfinite(r.objective)
-    ]
-    if not ranked:
-        return None
-    sign = 1.0 if mode == "min" else -1.0
-    return min(ranked, key=lambda r: (sign * r.objective, -_throughput(r), r.trial_id))
-
-
-def _throughput(row: TrialRow) -> float:
-    value = row.metrics.get("samples_per_sec")
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else -math.inf
-
-
-def best_on_front(rows: Sequence[TrialRow], ranking: Ranking) -> TrialRow | None:
-    """The Pareto-set trial best on the primary objective (ties: higher throughput)."""
-    front = set(ranking.front)
-    return best_row([r for r in rows if r.trial_id in front], ranking.objectives[0][1])
-
-
-def summary_table(
-    rows: Sequence[TrialRow],
-    objective: str,
-    marks: dict[str, str] | None = None,
+def make_row(
     *,
-    other_objectives: Sequence[str] = (),
-    ranks: dict[str, int] | None = None,
-) -> str:
-    """A fixed-width text table: settings, other axes, objective, throughput, status.
+    trial_id: str,
+    config: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    epochs: Iterable[int],
+    axes: Sequence[str],
+    objective: str,
+    error: str | None = None,
+    checkpoint: str | None = None,
+    ended: bool = True,
+    status: TrialStatus | None = None,
+    reason: str | None = None,
+) -> TrialRow:
+    """A summary row from a trial's last result and how it ended.
 
     Args:
-        rows: The trials.
-        objective: The (primary) objective metric's name (a column header).
-        marks: Optional one-character marks per trial id (``*`` best, ``P`` Pareto).
-        other_objectives: Further objective metrics, shown after the primary one.
-        ranks: Optional Pareto rank per trial id (a ``rank`` column).
+        trial_id: Tune's trial id.
+        config: The trial's config (its values on the axes).
+        metrics: Its last result (empty when it never reported).
+        epochs: The epochs it reported. It trained up to the last of them: an epoch
+            retried after a restore counts once, and a report a crash lost still counts.
+        axes: The sweep's axes.
+        objective: The primary objective's metric.
+        error: Why Tune recorded it as errored, or ``None`` when it did not error.
+        checkpoint: Its newest checkpoint directory.
+        ended: Whether the trial is over; a trial still going keeps ``running``.
+        status: Its status when a store already says it (MLflow's tag); by default it is
+            read from the last result and how the trial ended.
+        reason: Its reason when a store already says it; by default the result's.
     """
-    axis_names = [c for c in SETTINGS_COLUMNS if any(c in r.axes for r in rows)]
-    axis_names += sorted({k for r in rows for k in r.axes} - set(SETTINGS_COLUMNS))
-    extra = [m for m in other_objectives if m not in THROUGHPUT_COLUMNS and m != objective]
-    rank_header = ["rank"] if ranks is not None else []
-    headers = [
-        "",
-        *rank_header,
-        "trial",
-        *axis_names,
-        objective,
-        *extra,
-        *THROUGHPUT_COLUMNS,
-        "epochs",
-        "status",
-    ]
-    table = [
-        [
-            (marks or {}).get(row.trial_id, ""),
-            *([ranks.get(row.trial_id)] if ranks is not None else []),
-            row.trial_id,
-            *(row.axes.get(a) for a in axis_names),
-            row.objective,
-            *(row.metrics.get(m) for m in extra),
-            *(row.metrics.get(c) for c in THROUGHPUT_COLUMNS),
-            row.epochs,
-            row.status + (f": {row.reason}" if row.reason else ""),
-        ]
-        for row in rows
-    ]
-    return format_table(headers, table)
+    metrics = dict(metrics)
+    if status is None:
+        status = TrialStatus(metrics.get(STATUS, TrialStatus.FAILED))
+        if error is not None:
+            status = TrialStatus.FAILED
+        elif not ended and STATUS not in metrics:
+            status = TrialStatus.RUNNING  # pending, or started and not reported yet
+        elif status == TrialStatus.RUNNING and ended:
+            status = TrialStatus.STOPPED  # the scheduler ended it before max_epochs
+    if reason is None:
+        reason = metrics.get(REASON, "")
+        if error and not reason:
+            reason = error.strip().splitlines()[-1][:200]
+    value = metrics.get(objective)
+    return TrialRow(
+        trial_id=trial_id,
+        axes={k: config.get(k) for k in axes},
+        status=TrialStatus(status),
+        objective=float(value) if value is not None else None,
+        metrics=metrics,
+        epochs=max((int(e) + 1 for e in epochs), default=0),
+        reason=reason,
+        checkpoint=checkpoint or metrics.get("checkpoint_path"),
+    )
 
 
-def pareto_front(rows: Sequence[TrialRow], mode: str) -> set[str]:
-    """Trial ids on the Pareto front of objective vs ``samples_per_sec``.
+def value_of(row: TrialRow, metric: str) -> float | None:
+    """A metric of the row as a finite float, or ``None`` (missing, not a number, NaN, inf)."""
+    value = row.metrics.get(metric)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
 
-    A trial is on the front when no other trial is at least as good on both (a better or
-    equal objective and at least its throughput) and strictly better on one.
+
+def throughput(row: TrialRow) -> float:
+    """The row's ``samples_per_sec``; ``-inf`` when it has none, so it sorts last."""
+    value = value_of(row, SAMPLES_PER_SEC)
+    return -math.inf if value is None else value
+
+
+def finished(row: TrialRow) -> bool:
+    """Whether the trial trained to a finite objective: completed, or stopped by a scheduler."""
+    return (
+        TrialStatus(row.status).ranked
+        and row.objective is not None
+        and math.isfinite(row.objective)
+    )
+
+
+def full_budget(row: TrialRow) -> bool:
+    """Whether the trial finished its whole budget (not stopped early by a scheduler).
+
+    Only such trials are compared on their objectives where budgets must be equal: the
+    Pareto ranking of several objectives and the verdict.
     """
-    sign = 1.0 if mode == "min" else -1.0
-    points = {
-        r.trial_id: (sign * r.objective, -float(r.metrics["samples_per_sec"]))
-        for r in rows
-        if TrialStatus(r.status).ranked
-        and r.objective is not None
-        and math.isfinite(r.objective)
-        and r.metrics.get("samples_per_sec") is not None
-    }
-    return {
-        trial
-        for trial, (a, b) in points.items()
-        if not any(
-            (c <= a and d <= b) and (c < a or d < b)
-            for other, (c, d) in points.items()
-            if other != trial
-        )
-    }
-
-
-def summary_marks(rows: Sequence[TrialRow], mode: str) -> dict[str, str]:
-    """``*`` for the best trial, ``P`` for the others on the Pareto front."""
-    marks = {trial: "P" for trial in pareto_front(rows, mode)}
-    best = best_row(rows, mode)
-    if best is not None:
-        marks[best.trial_id] = "*"
-    return marks
-
-
-def pareto_marks(rows: Sequence[TrialRow], ranking: Ranking) -> dict[str, str]:
-    """``*`` for the best trial on the front, ``P`` for the rest of the Pareto set."""
-    marks = dict.fromkeys(ranking.front, "P")
-    best = best_on_front(rows, ranking)
-    if best is not None:
-        marks[best.trial_id] = "*"
-    return marks
+    return finished(row) and row.status == TrialStatus.COMPLETED

@@ -15,19 +15,19 @@ finished trial whose primary objective is within ``tolerance`` of the best one, 
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from versatil.status import TrialStatus
+from versatil.sweep.results.rows import TrialRow, full_budget, value_of
+from versatil.training.metric_names import SAMPLES_PER_SEC
+from versatil.training.spec import setting_label
 
 __all__ = [
     "BASELINE",
     "SettingSpeed",
     "Verdict",
     "make_verdict",
-    "setting_label",
     "setting_of",
     "verdict_table",
 ]
@@ -36,7 +36,7 @@ BASELINE = {"precision": "32", "compile_mode": "none", "matmul_precision": "high
 """Eager fp32: the settings every other setting's speed is compared with."""
 
 _DEFAULTS = {"precision": "32", "compile_mode": "none", "matmul_precision": "highest"}
-THROUGHPUT = "samples_per_sec"
+THROUGHPUT = SAMPLES_PER_SEC
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,25 +95,14 @@ def setting_of(axes: Mapping[str, Any]) -> tuple[str, str, str]:
     return tuple(values)  # type: ignore[return-value]
 
 
-def setting_label(setting: Sequence[str], show_matmul: bool) -> str:
-    """``bf16-mixed + default``; ``+ matmul medium`` when the sweep varies it."""
-    precision, compile_mode, matmul = setting
-    parts = [precision, "eager" if compile_mode == "none" else compile_mode]
-    if show_matmul:
-        parts.append(f"matmul {matmul}")
-    return " + ".join(parts)
-
-
-def _finished(rows: Sequence[Any], metric: str) -> list[Any]:
-    def finite(value: Any) -> bool:
-        return isinstance(value, int | float) and math.isfinite(value)
-
+def _finished(rows: Sequence[TrialRow], metric: str) -> list[TrialRow]:
+    """The trials that trained their whole budget, with a finite objective and throughput."""
     return [
         r
         for r in rows
-        if r.status == TrialStatus.COMPLETED
-        and finite(r.metrics.get(metric))
-        and finite(r.metrics.get(THROUGHPUT))
+        if full_budget(r)
+        and value_of(r, metric) is not None
+        and value_of(r, THROUGHPUT) is not None
     ]
 
 
@@ -141,10 +130,10 @@ def _speed_text(speedup: float, than: str) -> str:
 
 
 def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float = 0.01) -> Verdict:
-    """Compares each setting with eager fp32 (or the slowest) and picks the recommendation.
+    r"""Compares each setting with eager fp32 (or the slowest) and picks the recommendation.
 
     Args:
-        rows: The sweep's :class:`~versatil.sweep.results.rows.TrialRow`\\ s.
+        rows: The sweep's :class:`~versatil.sweep.results.rows.TrialRow`\ s.
         metric: The primary objective.
         mode: ``min`` or ``max``.
         tolerance: The recommendation's objective is within this fraction of the best.
@@ -165,7 +154,7 @@ def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float =
     reference = baseline if is_baseline else min(groups, key=lambda s: (speed[s], s))
     settings = [
         SettingSpeed(
-            label=setting_label(s, show_matmul),
+            label=setting_label(*s, show_matmul=show_matmul),
             samples_per_sec=speed[s],
             objective=best_of[s],
             trials=len(groups[s]),
@@ -174,13 +163,13 @@ def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float =
         )
         for s in sorted(groups, key=lambda s: (-speed[s], s))
     ]
-    ref = next(x for x in settings if x.label == setting_label(reference, show_matmul))
+    ref = next(x for x in settings if x.label == setting_label(*reference, show_matmul=show_matmul))
 
     best = min(sign * r.metrics[metric] for r in finished) * sign
     margin = tolerance * abs(best)
     good = [r for r in finished if sign * (r.metrics[metric] - best) <= margin]
     chosen = min(good, key=lambda r: (-r.metrics[THROUGHPUT], sign * r.metrics[metric], r.trial_id))
-    label = setting_label(setting_of(chosen.axes), show_matmul)
+    label = setting_label(*setting_of(chosen.axes), show_matmul=show_matmul)
     varied = {k for r in rows for k in r.axes if len({repr(o.axes.get(k)) for o in rows}) > 1}
     others = ", ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
@@ -219,7 +208,7 @@ def verdict_table(verdict: Verdict) -> str:
     reference = "eager fp32" if verdict.is_baseline else "slowest"
     headers = [
         "setting",
-        "samples_per_sec",
+        SAMPLES_PER_SEC,
         f"x {reference}",
         verdict.metric,
         f"{verdict.metric} vs {reference}",

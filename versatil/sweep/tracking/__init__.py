@@ -17,7 +17,7 @@ Modules: :mod:`~.tags` (tag names), :mod:`~.store` (the store and the parent run
 :mod:`~.reconcile` (backfill and the end of a sweep), :mod:`~.registry`.
 """
 
-from versatil.sweep.tracking.child_run import ChildRun, log_checkpoint, run_name, trial_params
+from versatil.sweep.tracking.child_run import ChildRun, log_checkpoint, trial_params
 from versatil.sweep.tracking.live import SweepTracker
 from versatil.sweep.tracking.reconcile import SweepEnd, TrackingGap, backfill, close_sweep
 from versatil.sweep.tracking.store import (
@@ -49,6 +49,5 @@ __all__ = [
     "log_checkpoint",
     "open_sweep_run",
     "reopen_sweep_run",
-    "run_name",
     "trial_params",
 ]

@@ -10,8 +10,9 @@ from versatil.status import TrialStatus
 from versatil.sweep.tracking.store import TrackingContext, find_child_run
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.keys import EPOCH, HPARAMS, flatten, metric_items
+from versatil.sweep.vocab.names import CHECKPOINT_ARTIFACT, run_name
 
-__all__ = ["ChildRun", "log_checkpoint", "mlflow_key", "run_name", "trial_params"]
+__all__ = ["ChildRun", "log_checkpoint", "mlflow_key", "trial_params"]
 
 # MLflow's limits on one request and on a param (mlflow.utils.validation).
 MAX_PARAMS_PER_BATCH = 100
@@ -47,28 +48,6 @@ def trial_params(axes: Mapping[str, Any], config: Any | None) -> dict[str, str]:
         params.update(flatten(config.settings.to_config()))
         params.update(_derived_params(config), task=config.task)
     return params
-
-
-def run_name(axes: Mapping[str, Any], fallback: str) -> str:
-    """What sets a trial apart, for the UI's run list: ``bf16-mixed/default/lr=0.003``.
-
-    The settings axes come first by value (an eager trial's compile mode reads ``eager``),
-    then every other axis as ``name=value``.
-    """
-    from versatil.sweep.config.schema import ENUM_AXES, NONE
-
-    parts = []
-    for name in ENUM_AXES:
-        if name in axes:
-            value = axes[name]
-            if value in (None, NONE):
-                value = "eager" if name == "compile_mode" else f"{name}=none"
-            parts.append(str(value))
-    for name, value in axes.items():
-        if name not in ENUM_AXES:
-            text = f"{value:.4g}" if isinstance(value, float) else str(value)
-            parts.append(f"{name}={text}")
-    return "/".join(parts)[:MAX_KEY] or fallback
 
 
 def mlflow_key(name: str) -> str:
@@ -261,4 +240,4 @@ class ChildRun:
 
 def log_checkpoint(client: Any, run_id: str, checkpoint_dir: str) -> None:
     """Logs a checkpoint directory under ``checkpoint/`` with its CheckpointFilename names."""
-    client.log_artifacts(run_id, checkpoint_dir, artifact_path="checkpoint")
+    client.log_artifacts(run_id, checkpoint_dir, artifact_path=CHECKPOINT_ARTIFACT)

@@ -38,22 +38,30 @@ PROBE_EVERY_S = 3.0
 class SweepTracker:
     """The driver's side of tracking: every child run, as results arrive and after.
 
+    Tracking reaches up to nothing: what it needs of the sweep comes in as plain values
+    and functions.
+
     Args:
         opening: The parent run, or the future of it being opened: trials start while
             it opens, and the first logging call waits for it.
-        sweep: The sweep (its axes resolve a trial's params).
-        experiment_dir: Tune's experiment directory, read to backfill after an outage.
+        sweep: The sweep: its ``mlflow`` section says which checkpoints to log and register.
+        resolve: A trial's axes -> its run configuration (params and settings to log), or
+            ``None`` when the axes do not resolve (the trial fails; its axes alone are logged).
+        recover: Called when a store that stopped answering answers again, to log what it
+            missed (from Tune's records); store errors it raises count as a new failure.
     """
 
     def __init__(
         self,
         opening: TrackingContext | concurrent.futures.Future,
         sweep: Any,
-        experiment_dir: Path | None = None,
+        resolve: Callable[[Mapping[str, Any]], Any | None] | None = None,
+        recover: Callable[[SweepTracker], Any] | None = None,
     ) -> None:
         self._opening = opening
         self.sweep = sweep
-        self.experiment_dir = experiment_dir
+        self._resolve = resolve or (lambda axes: None)
+        self._recover = recover
         self._client: Any = None
         self.children: dict[str, ChildRun] = {}
         """The child runs this driver opened, by trial id, with the steps they hold."""
@@ -156,12 +164,9 @@ class SweepTracker:
             time.monotonic() - (self.down_since or time.monotonic()),
         )
         self.down_since = None
-        if self.experiment_dir is not None:
-            from versatil.sweep.results.records import read_trials
-            from versatil.sweep.tracking.reconcile import backfill
-
+        if self._recover is not None:
             try:
-                backfill(self, read_trials(self.experiment_dir), close=False)
+                self._recover(self)
             except Exception as error:
                 self.failed(error)
                 return False
@@ -191,19 +196,13 @@ class SweepTracker:
         """The trial's run: the one this driver holds, else found or created in the store."""
         child = self.children.get(trial_id)
         if child is None:
-            from versatil.sweep.config.trial import train_config_for
-
-            try:
-                config = train_config_for(dict(axes), self.sweep)
-            except ConfigError:  # the trial fails with this message; log its axes alone
-                config = None
             child = ChildRun.open(
                 self.client,
                 self.context,
                 trial_id=trial_id,
                 trial_name=trial_name,
                 axes=axes,
-                config=config,
+                config=self._resolve(axes),
             )
             self.children[trial_id] = child
         return child

@@ -21,6 +21,7 @@ from versatil.sweep.tracking.live import SweepTracker
 from versatil.sweep.tracking.registry import register_checkpoint
 from versatil.sweep.tracking.store import child_runs
 from versatil.sweep.vocab import tags
+from versatil.sweep.vocab.names import CHECKPOINT_ARTIFACT
 
 __all__ = ["Backfilled", "SweepEnd", "TrackingGap", "backfill", "close_runs", "close_sweep"]
 
@@ -79,8 +80,6 @@ def backfill(tracker: SweepTracker, records: Sequence[Any], *, close: bool) -> B
         close: End the runs of trials Tune recorded as over (with their final status);
             ``False`` while the sweep goes on.
     """
-    from versatil.sweep.results.records import row_from_record
-
     done = Backfilled()
     for record in records:
         epochs = record.epochs()
@@ -94,7 +93,7 @@ def backfill(tracker: SweepTracker, records: Sequence[Any], *, close: bool) -> B
             if child.log_epoch(result):
                 done.epochs.append((record.trial_id, epoch))
         if close and record.ended and not child.ended:
-            row = row_from_record(record, list(record.config), tracker.context.objective)
+            row = record.row(tracker.context.objective)
             child.finish(row.status, row.reason)
             done.runs_ended.append(record.trial_id)
     return done
@@ -102,9 +101,11 @@ def backfill(tracker: SweepTracker, records: Sequence[Any], *, close: bool) -> B
 
 def _log_checkpoint_once(client: Any, run_id: str, checkpoint_dir: Path) -> None:
     """Logs the directory unless the run holds every file of it, at its size."""
-    held = {f.path: f.file_size for f in client.list_artifacts(run_id, "checkpoint")}
+    held = {f.path: f.file_size for f in client.list_artifacts(run_id, CHECKPOINT_ARTIFACT)}
     files = [p for p in checkpoint_dir.iterdir() if p.is_file()]
-    if files and all(held.get(f"checkpoint/{p.name}") == p.stat().st_size for p in files):
+    if files and all(
+        held.get(f"{CHECKPOINT_ARTIFACT}/{p.name}") == p.stat().st_size for p in files
+    ):
         return
     log_checkpoint(client, run_id, str(checkpoint_dir))
 
@@ -124,18 +125,6 @@ class SweepEnd:
     summary: str
     child_tags: Mapping[str, Mapping[str, str]]
     parent_tags: Mapping[str, str]
-
-    @classmethod
-    def judged(cls, rows: Sequence[Any], judgement: Any) -> SweepEnd:
-        """The end of a sweep whose ``rows`` were judged as ``judgement``."""
-        from versatil.sweep.results.judgement import summary_text
-
-        return cls(
-            best=judgement.best,
-            summary=summary_text(rows, judgement),
-            child_tags=judgement.child_tags(),
-            parent_tags={tags.VERDICT: judgement.verdict.text},
-        )
 
 
 def close_sweep(

@@ -1,0 +1,1 @@
+"""The names shared by the driver, worker and tracking: result keys, MLflow tags, run names."""

@@ -85,8 +85,10 @@ def metric_items(result: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
 
 
 def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Nested mappings as dotted keys, every value as text (``{"opt": {"lr": 1}}`` ->
-    ``{"opt.lr": "1"}``); ``None`` becomes ``"none"``."""
+    """Nested mappings as dotted keys, every value as text.
+
+    ``{"opt": {"lr": 1}}`` -> ``{"opt.lr": "1"}``; ``None`` becomes ``"none"``.
+    """
     flat: dict[str, str] = {}
     for key, value in values.items():
         name = f"{prefix}{key}"

@@ -1,0 +1,76 @@
+"""The dry run lists trials in the order Tune starts them, each setting first once."""
+
+from ray.tune.experiment import Experiment
+
+from versatil.sweep.config.load import load_sweep
+from versatil.sweep.config.shipped import shipped_sweeps
+from versatil.sweep.engine.space import build_param_space, expand_trials
+from versatil.sweep.engine.tune_objects import make_searcher as _make_searcher
+from versatil.sweep.engine.tune_objects import num_samples as _num_samples
+
+
+def started_by_tune(config):
+    """The configs the sweep's own search algorithm hands Tune, in order (no Ray needed).
+
+    Without its concurrency limit: no trial ends here to free a place.
+    """
+    searcher = _make_searcher(config.model_copy(update={"max_concurrent_trials": None}))
+
+    def trainable(config):
+        pass
+
+    experiment = Experiment(
+        config.name, run=trainable, config=build_param_space(config),
+        num_samples=_num_samples(config),
+    )  # fmt: skip
+    searcher.add_configurations([experiment])
+    started = []
+    while (trial := searcher.next_trial()) is not None:
+        started.append(tuple(trial.config[n] for n in config.space))
+    return started
+
+
+def test_dry_run_order_is_tunes_order(sweep_config):
+    config = sweep_config(
+        space={
+            "precision": ["32", "bf16-mixed", "64"],
+            "compile_mode": ["none", "default"],
+            "lr": {"grid": [0.1, 0.2]},
+            "width": {"grid": [8, 16]},
+        },
+        search={"algorithm": "grid", "num_samples": 2},
+    )
+    names = list(config.space)
+    listed = [tuple(t[n] for n in names) for t in expand_trials(config)]
+    assert listed == started_by_tune(config)
+    assert len(listed) == 48 and len(set(listed)) == 24
+    # Every setting once before any repeats at another lr or width: each compiled graph
+    # compiles first, and its repeats find it compiled.
+    settings = [(p, c) for p, c, _, _ in listed[:6]]
+    assert len(set(settings)) == 6
+    assert {(lr, w) for _, _, lr, w in listed[:6]} == {(0.1, 8)}
+
+
+def test_quickstart_dry_run_order_is_tunes_order():
+    config = load_sweep(shipped_sweeps()["quickstart"])
+    names = list(config.space)
+    listed = [tuple(t[n] for n in names) for t in expand_trials(config)]
+    assert listed == started_by_tune(config)
+
+
+def test_the_search_algorithm_keeps_max_concurrent_trials(sweep_config):
+    """Tune ignores ``max_concurrent_trials`` for a generator it is handed: it must hold it."""
+    for search in ({"algorithm": "grid"}, {"algorithm": "random", "num_samples": 4}):
+        config = sweep_config(
+            space={"lr": {"grid": [0.1, 0.2, 0.3]}}, search=search, max_concurrent_trials=1
+        )
+        searcher = _make_searcher(config)
+
+        def trainable(config):
+            pass
+
+        searcher.add_configurations(
+            [Experiment(config.name, run=trainable, config=build_param_space(config))]
+        )
+        assert searcher.next_trial() is not None
+        assert searcher.next_trial() is None  # the first is still running

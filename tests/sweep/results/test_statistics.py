@@ -1,0 +1,78 @@
+"""Estimates with known answers: intervals that cover, speedups called only beyond noise."""
+
+import math
+import random
+import statistics
+
+import pytest
+
+from versatil.sweep.results.statistics import (
+    mean_ci,
+    median_ci,
+    ratio_ci,
+    same_value,
+    speed_verdict,
+)
+
+
+def paired_rounds(speedup, noise, rounds, seed):
+    """Times of a baseline and a candidate ``speedup`` times faster, each round's noise shared."""
+    rng = random.Random(seed)
+    base, candidate = [], []
+    for _ in range(rounds):
+        load = rng.uniform(0.7, 1.3)  # what both runs of a round share (the machine's load)
+        base.append(1000 * load * rng.gauss(1, noise))
+        candidate.append(1000 * speedup * load * rng.gauss(1, noise))
+    return candidate, base
+
+
+def test_a_real_speedup_is_found_and_a_small_one_in_the_noise_is_a_tie():
+    ties = 0
+    for seed in range(40):
+        fast = ratio_ci(*paired_rounds(1.9, 0.05, 8, seed))
+        assert speed_verdict(fast) == "faster"
+        assert fast.low < 1.9 < fast.high
+        assert speed_verdict(ratio_ci(*paired_rounds(0.6, 0.05, 8, seed))) == "slower"
+        ties += speed_verdict(ratio_ci(*paired_rounds(1.02, 0.10, 8, seed))) == "tie"
+    # A 95% interval is wrong about one time in twenty at most; this one is wider (99%).
+    assert ties >= 38
+
+
+def test_the_median_interval_covers_the_true_median_about_95_percent_of_the_time():
+    rng = random.Random(1)
+    hits = 0
+    for _ in range(2000):
+        samples = [rng.lognormvariate(0, 0.5) for _ in range(15)]
+        estimate = median_ci(samples)
+        hits += estimate.low <= 1.0 <= estimate.high  # the lognormal's median is 1
+        assert estimate.coverage >= 0.95
+    assert 0.94 <= hits / 2000 <= 0.99
+
+
+def test_few_samples_give_an_honest_interval():
+    one = median_ci([5.0])
+    assert one.value == 5.0 and not one.bounded and one.coverage == 0
+    three = median_ci([3.0, 1.0, 2.0])
+    assert (three.low, three.value, three.high) == (1.0, 2.0, 3.0)
+    assert three.coverage == pytest.approx(0.75)  # below 95%: said, not hidden
+    six = median_ci([1.0, 2, 3, 4, 5, 6])
+    assert six.coverage >= 0.95 and (six.low, six.high) == (1.0, 6.0)
+    with pytest.raises(ValueError, match="at least one"):
+        median_ci([])
+
+
+def test_the_mean_over_seeds_has_a_t_interval():
+    values = [0.50, 0.52, 0.48, 0.51]
+    estimate = mean_ci(values)
+    assert estimate.value == pytest.approx(statistics.fmean(values))
+    half = 3.182 * statistics.stdev(values) / 2  # t(0.975, 3) = 3.182
+    assert estimate.high - estimate.value == pytest.approx(half, rel=1e-3)
+    assert not mean_ci([0.5]).bounded
+
+
+def test_exact_and_float_rounding_ties_are_ties():
+    assert same_value(0.97222222222, 0.97222220898)  # fp64 vs fp32: 350/360 both
+    assert same_value(0.05302, 0.05302)
+    assert not same_value(0.05302, 0.05272)
+    assert not same_value(0.0, 1e-3)
+    assert median_ci([10.0, 12.0]).cv == pytest.approx(math.sqrt(2) / 11)

@@ -1,0 +1,207 @@
+"""The default command of ``python -m versatil.sweep``: run, resume or dry-run a sweep.
+
+Its options sit on the top-level parser: ``python -m versatil.sweep`` with no subcommand
+runs the quickstart, ``--config FILE|NAME`` another sweep, ``--dry-run`` lists the trials
+and starts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from versatil.cli_common import parse_assignment
+from versatil.sweep.cli.logs import EMBEDDED_STORE_LOGGERS, quiet_loggers
+from versatil.sweep.config.shipped import DEFAULT_SWEEP_NAME, resolve_config, shipped_sweeps
+
+if TYPE_CHECKING:
+    from versatil.sweep.config.schema import SweepConfig
+    from versatil.sweep.report.load import SweepReport
+
+__all__ = ["DESCRIPTION", "configure", "load_config", "main"]
+
+DESCRIPTION = "Sweep precision, compile mode, matmul precision and params with Ray Tune."
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Adds the run command's options to ``parser`` (the top-level one).
+
+    Args:
+        parser: The parser to add ``--config``, ``--address``, ``--storage-path``,
+            ``--tracking-uri``, ``--resume``, ``--dry-run`` and ``--set`` to.
+    """
+    parser.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE|NAME",
+        help=f"a sweep file, or a shipped sweep by name: {', '.join(shipped_sweeps())} "
+        f"(default: {DEFAULT_SWEEP_NAME})",
+    )
+    parser.add_argument("--address", default=None, help="address of a running Ray cluster")
+    parser.add_argument("--storage-path", default=None, help="where Tune keeps results")
+    parser.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="MLflow server (http://host:port); default: SQLite file under the storage path",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the latest interrupted run of this sweep"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="validate and list the trials; start nothing"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="override a field, e.g. trainer.max_epochs=2 (repeatable)",
+    )
+
+
+def load_config(args: argparse.Namespace) -> SweepConfig:
+    """The sweep the options name, with ``--set`` and ``--storage-path`` applied.
+
+    Args:
+        args: The parsed options of the run command.
+
+    Raises:
+        ConfigError: for a bad sweep file, name or override.
+    """
+    from versatil.sweep.config.load import load_sweep
+
+    overrides = dict(parse_assignment(item) for item in args.overrides)
+    if args.storage_path:
+        overrides["storage_path"] = args.storage_path
+    return load_sweep(resolve_config(args.config), overrides)
+
+
+def main(args: argparse.Namespace, out: TextIO) -> int:
+    """Runs the sweep (or with ``--dry-run`` lists its trials) and prints its summary.
+
+    Args:
+        args: The parsed options of the run command.
+        out: Where the trial list, progress and summary go; warnings go to stderr.
+
+    Returns:
+        0, or 1 when no trial produced a finite objective or a trial was not compressed.
+    """
+    config = load_config(args)
+    if args.dry_run:
+        from versatil.sweep.engine.dry_run import print_dry_run
+
+        with contextlib.redirect_stdout(out):
+            print_dry_run(config)
+        return 0
+    embedded = args.tracking_uri is None and config.mlflow.tracking_uri is None
+    with quiet_loggers(EMBEDDED_STORE_LOGGERS if embedded else ()):
+        return _run(config, args, out)
+
+
+def _run(config: SweepConfig, args: argparse.Namespace, out: TextIO) -> int:
+    """Runs the sweep, compresses its winners as the sweep file asks, and summarizes."""
+    from versatil.sweep.engine.runner import run_sweep
+
+    outcome = run_sweep(
+        config,
+        address=args.address,
+        resume=args.resume,
+        tracking_uri=args.tracking_uri,
+        stream=out,
+        # A process of its own lets Ray go while the sweep's end is logged and printed.
+        release_ray=getattr(args, "own_process", False),
+    )
+    try:
+        return _summarize(config, outcome, out)
+    finally:
+        if outcome.releasing_ray is not None:
+            outcome.releasing_ray.join(timeout=60)
+
+
+def _summarize(config: SweepConfig, outcome: Any, out: TextIO) -> int:
+    """Compresses the winners as the sweep file asks, then prints the summary."""
+    compressed = None
+    if outcome.gap is None:
+        from versatil.sweep.int8.compress import compress_after_sweep
+
+        compressed = compress_after_sweep(config, outcome, stream=out)
+    plots = _print_report(config, outcome, out)
+    _print_counts(outcome, out)
+    if outcome.gap is not None:
+        print(f"warning: {outcome.gap.message()}", file=sys.stderr)
+        if config.post_training.selection() is not None:
+            print("warning: post_training was skipped: it logs to MLflow", file=sys.stderr)
+    if outcome.best is None:
+        print("no trial produced a finite objective", file=sys.stderr)
+        return 1
+    _print_best(config, outcome, plots, out)
+    if compressed is not None and compressed.failed:
+        for trial, reason in compressed.failed:
+            print(f"error: {trial} was not compressed: {reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _sweep_report(config: SweepConfig, outcome: Any) -> SweepReport:
+    """The sweep's report: read back from MLflow, or from Tune's records when it did not answer."""
+    from versatil.sweep.report.load import SweepReport, load_report
+
+    tracking = outcome.tracking
+    if outcome.gap is None:
+        # The summary is the report: read back from MLflow, with the same table and plots.
+        return load_report(tracking.tracking_uri, config.experiment_name, tracking.parent_run_id)
+    return SweepReport(
+        tracking,
+        config.objective.mode,
+        outcome.rows,
+        config.objective.objectives,
+        config.objective.tolerance,
+    )
+
+
+def _print_report(config: SweepConfig, outcome: Any, out: TextIO) -> list[Any]:
+    """Prints the trials' table and writes the plots; returns the files written."""
+    from versatil.sweep.report.plots import log_report, write_plots
+    from versatil.sweep.report.render import render
+
+    report = _sweep_report(config, outcome)
+    print(file=out)
+    print(render(report, "table"), file=out)
+    directory = outcome.experiment_dir / "report"
+    if outcome.gap is None:
+        return log_report(report, directory)
+    return write_plots(report, directory)
+
+
+def _print_counts(outcome: Any, out: TextIO) -> None:
+    """Prints how many trials ran, in how long, by status."""
+    counts: dict[str, int] = {}
+    for row in outcome.rows:
+        counts[row.status] = counts.get(row.status, 0) + 1
+    print(file=out)
+    print(
+        f"{len(outcome.rows)} trials in {outcome.wall_s:.1f}s: "
+        + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
+        file=out,
+    )
+
+
+def _print_best(config: SweepConfig, outcome: Any, plots: list[Any], out: TextIO) -> None:
+    """Prints the best trial and where its checkpoint, results, plots and runs are."""
+    best = outcome.best
+    print(
+        f"best: {best.trial_id} {config.objective.metric}={best.objective:.4g} "
+        + " ".join(f"{k}={v}" for k, v in best.axes.items()),
+        file=out,
+    )
+    print(f"best checkpoint: {best.checkpoint}", file=out)
+    print(f"results: {outcome.experiment_dir}", file=out)
+    print(f"plots: {', '.join(str(p) for p in plots if p.suffix == '.png')}", file=out)
+    print(
+        f"mlflow: experiment {config.experiment_name!r}, parent run "
+        f"{outcome.tracking.parent_run_id} at {outcome.tracking.tracking_uri}",
+        file=out,
+    )

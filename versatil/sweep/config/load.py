@@ -1,0 +1,98 @@
+"""Loading a sweep file: read, parse, override, validate, and check its limits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from versatil.errors import ConfigError, describe_validation_error
+from versatil.sweep.config.axes import ENUM_AXES, is_grid
+from versatil.sweep.config.limits import MAX_SEED, MAX_TRIALS
+from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.config.sweep_file import check_plain_data, parse_yaml, read_text
+
+__all__ = ["apply_overrides", "check_limits", "load_sweep", "validate_sweep"]
+
+
+def load_sweep(path: Path | str, overrides: Mapping[str, Any] | None = None) -> SweepConfig:
+    """Reads and validates a sweep file, applying ``--set`` style overrides first.
+
+    Raises:
+        ConfigError: listing every problem in the file; also when the file cannot be read
+            or parsed (see :mod:`versatil.sweep.config.sweep_file`).
+    """
+    path = Path(path)
+    source = str(path)
+    data = parse_yaml(read_text(path), f"sweep file {source!r}")
+    data = apply_overrides(data, overrides or {})
+    try:
+        check_plain_data(data)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    config = validate_sweep(data, source=source)
+    check_limits(config, source)
+    return config
+
+
+def validate_sweep(data: Mapping[str, Any], source: str = "sweep") -> SweepConfig:
+    """Validates plain data into a SweepConfig, raising one ConfigError for all problems."""
+    try:
+        return SweepConfig.model_validate(data)
+    except pydantic.ValidationError as error:
+        lines = describe_validation_error(error, model=SweepConfig)
+        raise ConfigError(f"{source}: " + "; ".join(lines)) from None
+
+
+def check_limits(config: SweepConfig, source: str = "sweep") -> None:
+    """Rejects a valid-looking sweep that could not run: too many trials, seeds out of range.
+
+    Raises:
+        ConfigError: naming each field, its value and the limit.
+    """
+    errors = []
+    for field, seed in (("search.seed", config.search.seed), ("trainer.seed", config.trainer.seed)):
+        if seed is not None and not 0 <= seed <= MAX_SEED:
+            errors.append(f"{field}: {seed} is out of range; use 0 to {MAX_SEED}")
+    samples = config.search.num_samples
+    combos = 1
+    for name, axis in config.space.items():
+        if name in ENUM_AXES and config.search.algorithm == "grid":
+            combos *= len(axis)
+        elif is_grid(axis):
+            combos *= len(axis.args)
+    if samples > MAX_TRIALS or samples * combos > MAX_TRIALS:
+        errors.append(
+            f"search.num_samples: {samples} samples of {combos} grid combinations are more "
+            f"than {MAX_TRIALS} trials"
+        )
+    if errors:
+        raise ConfigError(f"{source}: " + "; ".join(errors))
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Sets dotted keys (``trainer.max_epochs``) in a copy of ``data``.
+
+    Only the sections on an override's path are copied; ``data`` is left unchanged.
+
+    Raises:
+        ConfigError: when a dotted key has an empty part or runs through a value that is
+            not a section.
+    """
+    result = dict(data)
+    for dotted, value in overrides.items():
+        *parents, leaf = dotted.split(".")
+        if not all(part.strip() for part in (*parents, leaf)):
+            raise ConfigError(f"--set {dotted}: empty name in the dotted key")
+        node = result
+        for depth, part in enumerate(parents):
+            child = node.get(part, {})
+            if not isinstance(child, Mapping):
+                where = ".".join(parents[: depth + 1])
+                raise ConfigError(f"--set {dotted}: {where} is not a section; it holds {child!r}")
+            node[part] = dict(child)
+            node = node[part]
+        node[leaf] = value
+    return result

@@ -1,0 +1,181 @@
+"""The sweep file's sections besides its axes: task, objective, search, scheduler, ..."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import pydantic
+
+from versatil.sweep.config.axes import NumericAxis
+from versatil.sweep.config.limits import check_name
+from versatil.training.spec import (
+    parse_accelerator,
+)
+
+__all__ = [
+    "MlflowSection",
+    "ObjectiveSection",
+    "ResourcesSection",
+    "SchedulerSection",
+    "SearchSection",
+    "TaskSection",
+    "TrainerSection",
+]
+
+
+class TaskSection(pydantic.BaseModel):
+    """Which task the trials train, and its fixed params."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    name: str = pydantic.Field("reaching", description="Built-in task or 'package.module:factory'.")
+    params: dict[str, Any] = pydantic.Field(default_factory=dict, description="Fixed task params.")
+
+
+class ObjectiveSection(pydantic.BaseModel):
+    """What trials are ranked by: one metric (``metric``, ``mode``) or several (``metrics``).
+
+    ``metrics`` maps each metric to its mode, the first being the primary objective (the
+    verdict's, and the default of ``scheduler.metric``); ``metric`` and ``mode`` then read
+    as that first one.
+    """
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    metric: str = pydantic.Field("val_loss", description="A metric the task logs each epoch.")
+    mode: Literal["min", "max"] = pydantic.Field("min", description="min or max.")
+    metrics: dict[str, Literal["min", "max"]] | None = pydantic.Field(
+        None, description="Several objectives, each with its mode: {val_loss: min, ...}."
+    )
+    tolerance: float = pydantic.Field(
+        0.01, ge=0, description="Verdict: how far from the best objective counts as as good."
+    )
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _primary_from_metrics(cls, data: Any) -> Any:
+        metrics = data.get("metrics") if isinstance(data, Mapping) else None
+        if not isinstance(metrics, Mapping):
+            return data
+        if not metrics:
+            raise ValueError("objective.metrics: {} names no metric; give at least one")
+        name, mode = next(iter(metrics.items()))
+        if not (isinstance(name, str) and mode in ("min", "max")):
+            return data  # the field's own validation names the bad entry
+        for field, first in (("metric", name), ("mode", mode)):
+            if field in data and data[field] != first:
+                raise ValueError(
+                    f"objective.{field}: {data[field]!r} is not the first of objective.metrics "
+                    f"({name}: {mode}); give metric and mode for one objective, or metrics "
+                    "for several"
+                )
+        return {**data, "metric": name, "mode": mode}
+
+    @property
+    def objectives(self) -> list[tuple[str, str]]:
+        """Every objective as ``(metric, mode)``, the primary first."""
+        return list(self.metrics.items()) if self.metrics else [(self.metric, self.mode)]
+
+    @property
+    def is_multi(self) -> bool:
+        """Whether the sweep has several objectives (a Pareto front, not one best)."""
+        return len(self.objectives) > 1
+
+
+class SearchSection(pydantic.BaseModel):
+    """How trials are drawn from the space."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    algorithm: Literal["grid", "random", "optuna"] = pydantic.Field(
+        "grid", description="grid: the full cross product; random; optuna: TPE."
+    )
+    num_samples: int = pydantic.Field(
+        1, ge=1, description="Trials to sample (random, optuna), or repeats of the grid."
+    )
+    seed: int | None = pydantic.Field(0, description="Seed of the search algorithm.")
+
+
+class SchedulerSection(pydantic.BaseModel):
+    """When trials stop early or exploit each other."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    type: Literal["fifo", "asha", "pbt"] = pydantic.Field("fifo", description="fifo, asha or pbt.")
+    metric: str | None = pydantic.Field(
+        None, description="ASHA, PBT: the objective metric they compare; default the first."
+    )
+    grace_period: int = pydantic.Field(1, ge=1, description="ASHA: epochs before a trial may stop.")
+    reduction_factor: float = pydantic.Field(2.0, gt=1, description="ASHA: halving rate.")
+    perturbation_interval: int = pydantic.Field(
+        1, ge=1, description="PBT: epochs between exploits."
+    )
+    hyperparam_mutations: dict[str, NumericAxis] = pydantic.Field(
+        default_factory=dict, description="PBT: the task params it may mutate, and their ranges."
+    )
+    synch: bool = pydantic.Field(
+        False, description="PBT: perturb only when every trial reached the interval."
+    )
+    quantile_fraction: float = pydantic.Field(
+        0.25, gt=0, le=0.5, description="PBT: top/bottom share."
+    )
+
+
+class ResourcesSection(pydantic.BaseModel):
+    """What one trial gets."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    cpu: float = pydantic.Field(1, gt=0, description="CPUs per trial (per worker).")
+    gpu: float = pydantic.Field(
+        0, ge=0, description="GPUs per trial (per worker); fractions share a GPU."
+    )
+    workers_per_trial: int = pydantic.Field(
+        1, ge=1, description="Data-parallel Lightning workers per trial (Ray Train, DDP)."
+    )
+
+
+class TrainerSection(pydantic.BaseModel):
+    """Lightning Trainer limits shared by every trial."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    max_epochs: int = pydantic.Field(3, ge=1, description="Epochs per trial.")
+    accelerator: str = pydantic.Field(
+        "auto", description="Lightning accelerator: auto, cpu, gpu, cuda, mps or tpu."
+    )
+    seed: int = pydantic.Field(0, description="Seed of every trial's fit.")
+    compile_cache: bool = pydantic.Field(
+        True,
+        description="Compiled trials share their compiled graphs through the storage path.",
+    )
+
+    @pydantic.field_validator("accelerator", mode="before")
+    @classmethod
+    def _parse_accelerator(cls, value: Any) -> str:
+        return parse_accelerator("accelerator", value)
+
+
+class MlflowSection(pydantic.BaseModel):
+    """Where trials are recorded."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    experiment: str | None = pydantic.Field(
+        None, description="Experiment name; default: the sweep name."
+    )
+    tracking_uri: str | None = pydantic.Field(
+        None, description="MLflow server URI; default: a SQLite file under the storage path."
+    )
+    log_checkpoints: Literal["best", "all", "none"] = pydantic.Field(
+        "best", description="Which trials' checkpoints are logged as artifacts."
+    )
+    register_best: str | None = pydantic.Field(
+        None, description="Register the best trial's checkpoint in the Model Registry as NAME."
+    )
+
+    @pydantic.field_validator("experiment", mode="after")
+    @classmethod
+    def _check_experiment(cls, experiment: str | None) -> str | None:
+        return None if experiment is None else check_name("experiment", experiment)

@@ -1,0 +1,75 @@
+"""The sweep's console while it runs: a line per epoch and per trial, and Tune's own kept off."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+from versatil.status import TrialStatus
+from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.vocab.keys import REASON, STATUS
+from versatil.training.metric_names import SAMPLES_PER_SEC
+
+__all__ = ["ProgressPrinter", "tune_console_quiet"]
+
+
+class ProgressPrinter:
+    """Prints one line per reported epoch and per finished trial (a Tune callback)."""
+
+    def __init__(self, config: SweepConfig, stream: TextIO | None = None) -> None:
+        from ray import tune
+
+        class _Callback(tune.Callback):
+            def on_trial_result(cb, iteration, trials, trial, result, **info):
+                self._line(trial, result)
+
+            def on_trial_error(cb, iteration, trials, trial, **info):
+                self._print(f"{trial.trial_id} failed: see {trial.path}")
+
+        self.callback = _Callback()
+        self.config = config
+        self.stream = stream or sys.stdout  # looked up now: a redirected stdout counts
+        self.start = time.perf_counter()
+
+    def _print(self, text: str) -> None:
+        print(f"[{time.perf_counter() - self.start:6.1f}s] {text}", file=self.stream, flush=True)
+
+    def _line(self, trial: Any, result: dict[str, Any]) -> None:
+        axes = " ".join(f"{k}={trial.config.get(k)}" for k in self.config.space)
+        status = result.get(STATUS, "")
+        if status in (TrialStatus.INFEASIBLE, TrialStatus.FAILED):
+            self._print(f"{trial.trial_id} {status}: {result.get(REASON, '')} ({axes})")
+            return
+        epoch = result.get("epoch", 0) + 1
+        values = " ".join(
+            f"{metric}={result.get(metric, 0):.4g}"
+            for metric, _ in self.config.objective.objectives
+            if metric != SAMPLES_PER_SEC
+        )
+        self._print(
+            f"{trial.trial_id} epoch {epoch} {values} "
+            f"samples/s={result.get(SAMPLES_PER_SEC, 0):.0f} {status} ({axes})"
+        )
+
+
+@contextlib.contextmanager
+def tune_console_quiet() -> Any:
+    """Keeps Tune's own console output off while the sweep runs.
+
+    At ``verbose=0`` Tune's default output engine still prints a "Configuration for
+    experiment" box and "View detailed results here"; the sweep prints its own progress,
+    summary and paths. ``RAY_AIR_NEW_OUTPUT=0`` selects Tune's other engine, which prints
+    nothing at ``verbose=0``. Set for the fit only, unless the environment already says.
+    """
+    key = "RAY_AIR_NEW_OUTPUT"
+    if key in os.environ:
+        yield
+        return
+    os.environ[key] = "0"
+    try:
+        yield
+    finally:
+        os.environ.pop(key, None)

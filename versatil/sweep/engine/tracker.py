@@ -1,0 +1,55 @@
+"""Tracking wired to a sweep: its tracker, and the end of a sweep as tracking logs it.
+
+Tracking takes plain values and functions; this is where the driver (and ``sync``) hand
+it the sweep's own: how a trial's axes resolve to its run configuration, how Tune's
+records backfill what an outage missed, and the judged rows' tags and summary.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from versatil.errors import ConfigError
+from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.config.trial import train_config_for
+from versatil.sweep.results.judgement import Judgement, summary_text
+from versatil.sweep.results.records import read_trials
+from versatil.sweep.results.rows import TrialRow
+from versatil.sweep.tracking import SweepEnd, SweepTracker, TrackingContext, backfill
+from versatil.sweep.vocab import tags
+
+__all__ = ["make_tracker", "sweep_end"]
+
+
+def make_tracker(
+    opening: TrackingContext | concurrent.futures.Future,
+    config: SweepConfig,
+    experiment_dir: Path | None = None,
+) -> SweepTracker:
+    """The sweep's tracker; with ``experiment_dir``, an outage is backfilled from it."""
+
+    def resolve(axes: Mapping[str, Any]) -> Any | None:
+        try:
+            return train_config_for(dict(axes), config)
+        except ConfigError:  # the trial fails with this message; its axes alone are logged
+            return None
+
+    def recover(tracker: SweepTracker) -> None:
+        backfill(tracker, read_trials(experiment_dir), close=False)
+
+    return SweepTracker(
+        opening, config, resolve=resolve, recover=recover if experiment_dir else None
+    )
+
+
+def sweep_end(rows: Sequence[TrialRow], judgement: Judgement) -> SweepEnd:
+    """The end of a sweep whose ``rows`` were judged as ``judgement``."""
+    return SweepEnd(
+        best=judgement.best,
+        summary=summary_text(rows, judgement),
+        child_tags=judgement.child_tags(),
+        parent_tags={tags.VERDICT: judgement.verdict.text},
+    )

@@ -1,0 +1,100 @@
+"""The Tune objects a sweep is made of: its searcher, scheduler, sample count and stopper."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from versatil.sweep.config.axes import NumericAxis
+from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.engine.space import grid_points, numeric_domain
+from versatil.sweep.vocab.keys import OBJECTIVE_MISSING
+
+__all__ = ["make_scheduler", "make_searcher", "num_samples", "objective_stopper"]
+
+
+# Registries of lazy imports: a sweep that uses FIFO never imports optuna.
+def make_searcher(config: SweepConfig) -> Any:
+    """The sweep's searcher: Optuna, or Tune's generator for random and grid search."""
+    if config.search.algorithm == "optuna":
+        from ray.tune.search.optuna import OptunaSearch
+
+        if config.objective.is_multi:  # Optuna's multi-objective sampler; not via TuneConfig
+            metrics, modes = zip(*config.objective.objectives, strict=True)
+            return OptunaSearch(metric=list(metrics), mode=list(modes), seed=config.search.seed)
+        return OptunaSearch(seed=config.search.seed)
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    # Tune ignores TuneConfig.max_concurrent_trials for a generator it is handed: the
+    # generator itself takes the limit.
+    limit = config.max_concurrent_trials or 0
+    if config.search.algorithm == "random":
+        return BasicVariantGenerator(random_state=config.search.seed, max_concurrent=limit)
+    # Grid: every combination given as a point, in the order of grid_points (each
+    # compiled graph first once, then its repeats); sampled axes are drawn per point.
+    points = grid_points(config) * config.search.num_samples
+    return BasicVariantGenerator(
+        points_to_evaluate=points, random_state=config.search.seed, max_concurrent=limit
+    )
+
+
+def num_samples(config: SweepConfig) -> int:
+    """Tune's ``num_samples``: a grid sweep's points each take one sample."""
+    if config.search.algorithm == "grid":
+        return len(grid_points(config)) * config.search.num_samples
+    return config.search.num_samples
+
+
+def make_scheduler(config: SweepConfig) -> Any:
+    """The sweep's trial scheduler (ASHA or PBT), or ``None`` for FIFO."""
+    section = config.scheduler
+    # One objective: TuneConfig passes it on. Several: the scheduler gets its own one.
+    metric, mode = config.scheduler_objective
+    own = {"metric": metric, "mode": mode} if config.objective.is_multi else {}
+    if section.type == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+
+        return ASHAScheduler(
+            time_attr="training_iteration",
+            max_t=config.trainer.max_epochs,
+            grace_period=section.grace_period,
+            reduction_factor=section.reduction_factor,
+            **own,
+        )
+    if section.type == "pbt":
+        from ray.tune.schedulers import PopulationBasedTraining
+
+        return PopulationBasedTraining(
+            time_attr="training_iteration",
+            perturbation_interval=section.perturbation_interval,
+            hyperparam_mutations={
+                name: numeric_domain(axis) if isinstance(axis, NumericAxis) else axis
+                for name, axis in section.hyperparam_mutations.items()
+            },
+            quantile_fraction=section.quantile_fraction,
+            synch=section.synch,
+            **own,
+        )
+    return None
+
+
+def objective_stopper() -> Any:
+    """Stops the whole sweep at the first result saying the module never logged the objective.
+
+    Every trial runs the same module, so the others would fail the same way: the trials
+    still running end at once and the ones not started never start.
+    """
+    from ray import tune
+
+    class _Stopper(tune.Stopper):
+        def __init__(self) -> None:
+            self.missing = False
+
+        def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+            if result.get(OBJECTIVE_MISSING):
+                self.missing = True
+            return self.missing
+
+        def stop_all(self) -> bool:
+            return self.missing
+
+    return _Stopper()

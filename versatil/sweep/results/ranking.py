@@ -1,0 +1,85 @@
+"""Which trials are best: one rank key, the best trial, the Pareto front and its marks.
+
+A single objective is ranked by :func:`rank_key` (objective, then higher throughput, then
+trial id); its front is the Pareto set of objective against ``samples_per_sec``, computed
+by the same non-dominated sort (:mod:`~versatil.sweep.results.pareto`) that ranks a sweep
+of several objectives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from versatil.sweep.results.pareto import Ranking, non_dominated_sort
+from versatil.sweep.results.rows import TrialRow, finished, throughput
+
+__all__ = [
+    "best_on_front",
+    "best_row",
+    "pareto_front",
+    "pareto_marks",
+    "rank_key",
+    "ranked",
+    "summary_marks",
+]
+
+
+def rank_key(row: TrialRow, mode: str) -> tuple[float, float, str]:
+    """Sorts the best first: the objective, then higher throughput, then trial id."""
+    sign = 1.0 if mode == "min" else -1.0
+    return sign * float(row.objective), -throughput(row), row.trial_id
+
+
+def ranked(rows: Sequence[TrialRow], mode: str) -> list[TrialRow]:
+    """The finished trials, best first by :func:`rank_key`."""
+    return sorted((r for r in rows if finished(r)), key=lambda r: rank_key(r, mode))
+
+
+def best_row(rows: Sequence[TrialRow], mode: str) -> TrialRow | None:
+    """The trial with the best finite objective among completed or stopped trials.
+
+    Ties on the objective go to the higher ``samples_per_sec``, so the best trial is never
+    dominated on objective and throughput.
+    """
+    best = ranked(rows, mode)
+    return best[0] if best else None
+
+
+def best_on_front(rows: Sequence[TrialRow], ranking: Ranking) -> TrialRow | None:
+    """The Pareto-set trial best on the primary objective (ties: higher throughput)."""
+    front = set(ranking.front)
+    return best_row([r for r in rows if r.trial_id in front], ranking.objectives[0][1])
+
+
+def pareto_front(rows: Sequence[TrialRow], mode: str) -> set[str]:
+    """Trial ids on the Pareto front of objective vs ``samples_per_sec``.
+
+    A trial is on the front when no other finished trial is at least as good on both (a
+    better or equal objective and at least its throughput) and strictly better on one.
+    """
+    sign = 1.0 if mode == "min" else -1.0
+    points = {
+        r.trial_id: (sign * float(r.objective), -throughput(r))
+        for r in rows
+        if finished(r) and throughput(r) != float("-inf")
+    }
+    fronts = non_dominated_sort(points)
+    return set(fronts[0]) if fronts else set()
+
+
+def summary_marks(rows: Sequence[TrialRow], mode: str) -> dict[str, str]:
+    """``*`` for the best trial, ``P`` for the others on the Pareto front."""
+    marks = dict.fromkeys(pareto_front(rows, mode), "P")
+    best = best_row(rows, mode)
+    if best is not None:
+        marks[best.trial_id] = "*"
+    return marks
+
+
+def pareto_marks(rows: Sequence[TrialRow], ranking: Ranking) -> dict[str, str]:
+    """``*`` for the best trial on the front, ``P`` for the rest of the Pareto set."""
+    marks = dict.fromkeys(ranking.front, "P")
+    best = best_on_front(rows, ranking)
+    if best is not None:
+        marks[best.trial_id] = "*"
+    return marks

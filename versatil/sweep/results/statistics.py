@@ -1,0 +1,153 @@
+"""Estimates with their uncertainty, and comparisons that call a difference inside it a tie.
+
+Pure functions on numbers, the way benchmarking tools compare two programs (pyperf,
+hyperfine, criterion): a speed is a median with a distribution-free confidence interval
+(order statistics), a speedup is the median of paired ratios with its interval, and an
+objective over seeds is a mean with a Student-t interval. A comparison says ``faster`` or
+``slower`` only when the whole interval lies on one side; anything else is a tie.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Literal
+
+__all__ = [
+    "CONFIDENCE",
+    "ROUNDING",
+    "Estimate",
+    "mean_ci",
+    "median_ci",
+    "ratio_ci",
+    "same_value",
+    "speed_verdict",
+]
+
+CONFIDENCE = 0.95
+"""The confidence level of every interval versatil reports."""
+
+ROUNDING = 1e-6
+"""Two objectives closer than this, relative to their size, are the same value.
+
+Float rounding is not a difference: float64 and float32 accuracies of the same 350 correct
+predictions out of 360 differ by about 1e-8.
+"""
+
+Comparison = Literal["faster", "slower", "tie"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """A value with its confidence interval.
+
+    Attributes:
+        value: The point estimate (a median, or a mean).
+        low: The interval's lower bound (``-inf`` when the data cannot bound it).
+        high: The interval's upper bound (``inf`` when the data cannot bound it).
+        n: How many samples it rests on.
+        cv: The samples' coefficient of variation (standard deviation over mean), or
+            ``None`` with fewer than two samples.
+        coverage: The interval's actual confidence: order statistics reach the nominal
+            level only with enough samples (six for 95%); below that it is less.
+    """
+
+    value: float
+    low: float
+    high: float
+    n: int
+    cv: float | None = None
+    coverage: float = CONFIDENCE
+
+    @property
+    def bounded(self) -> bool:
+        """Whether both bounds are finite."""
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    def relative_halfwidth(self) -> float:
+        """Half the interval's width over the value (``inf`` when unbounded or at zero)."""
+        if not self.bounded or self.value == 0:
+            return math.inf
+        return (self.high - self.low) / 2 / abs(self.value)
+
+
+def _cv(samples: Sequence[float]) -> float | None:
+    if len(samples) < 2:
+        return None
+    mean = statistics.fmean(samples)
+    return statistics.stdev(samples) / abs(mean) if mean else None
+
+
+def _binomial_cdf(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def median_ci(samples: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
+    """The median with a distribution-free interval from order statistics.
+
+    The interval is ``[x_(k), x_(n-k+1)]`` for the largest ``k`` whose coverage
+    ``1 - 2 P(X < k)`` (``X ~ Binomial(n, 1/2)``) is still at least ``confidence``. With too
+    few samples for that level the interval is the range, and ``coverage`` says how sure
+    it is; with one sample it is unbounded.
+    """
+    values = sorted(float(s) for s in samples)
+    n = len(values)
+    if n == 0:
+        raise ValueError("median_ci needs at least one sample")
+    median = statistics.median(values)
+    if n == 1:
+        return Estimate(median, -math.inf, math.inf, 1, None, 0.0)
+    k, coverage = 1, 1 - 2 * _binomial_cdf(0, n)
+    while k + 1 <= n // 2:
+        wider = 1 - 2 * _binomial_cdf(k, n)
+        if wider < confidence:
+            break
+        k, coverage = k + 1, wider
+    return Estimate(median, values[k - 1], values[n - k], n, _cv(values), coverage)
+
+
+def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
+    """The mean with a Student-t interval (seeds as replicates); unbounded for one value."""
+    data = [float(v) for v in values]
+    n = len(data)
+    if n == 0:
+        raise ValueError("mean_ci needs at least one value")
+    mean = statistics.fmean(data)
+    if n == 1:
+        return Estimate(mean, -math.inf, math.inf, 1, None, 0.0)
+    from scipy import stats
+
+    spread = statistics.stdev(data) / math.sqrt(n)
+    half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * spread
+    return Estimate(mean, mean - half, mean + half, n, _cv(data), confidence)
+
+
+def ratio_ci(
+    numerators: Sequence[float], denominators: Sequence[float], confidence: float = CONFIDENCE
+) -> Estimate:
+    """A speedup from paired rounds: the median of per-round ratios, with its interval.
+
+    Round ``i`` timed both candidates back to back, so ``numerators[i] / denominators[i]``
+    is one measurement of the ratio with the round's shared noise cancelled.
+    """
+    if len(numerators) != len(denominators):
+        raise ValueError("ratio_ci needs one denominator per numerator")
+    ratios = [a / b for a, b in zip(numerators, denominators, strict=True) if b > 0]
+    return median_ci(ratios, confidence)
+
+
+def speed_verdict(speedup: Estimate) -> Comparison:
+    """``faster`` when the speedup's whole interval is above 1, ``slower`` below; else a tie."""
+    if speedup.low > 1:
+        return "faster"
+    if speedup.high < 1:
+        return "slower"
+    return "tie"
+
+
+def same_value(a: float, b: float, rel: float = ROUNDING) -> bool:
+    """Whether two objectives are equal but for float rounding."""
+    return math.isclose(a, b, rel_tol=rel, abs_tol=rel * 1e-3)
