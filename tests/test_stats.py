@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from versatil.sweep.results.statistics import (
+from versatil.stats import (
     mean_ci,
     median_ci,
     ratio_ci,

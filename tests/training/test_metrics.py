@@ -88,3 +88,35 @@ def test_without_a_peak_reset_the_lifetime_peak_is_reported(tmp_path, monkeypatc
     assert not metrics.reset_peak_rss()
     lifetime = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert metrics.peak_rss_mb(since_reset=False) == pytest.approx(lifetime, rel=0.05)
+
+
+def test_a_short_fit_says_its_throughput_is_too_short_to_trust(tmp_path):
+    # 2 epochs of 5 batches of a tiny module: far less than three windows of 0.15 s.
+    result = train(user_config(n=40, batch_size=8), tmp_path, warmup_steps=2)
+    last = result.history[-1]
+    assert last["throughput_window_s"] == metrics.WINDOW_S
+    assert last["throughput_windows"] < metrics.MIN_WINDOWS
+    assert last["throughput_too_short"] == 1.0
+    assert last["torch_threads"] >= 1
+    assert last["samples_per_sec_median"] > 0
+
+
+def test_windows_give_a_median_with_its_interval():
+    import lightning as L
+    import torch
+
+    module = L.LightningModule()
+    monitor = metrics.ThroughputMonitor(warmup_steps=1, window_s=1e-9, min_windows=3)
+    monitor.on_train_start(None, module)
+    monitor.on_train_epoch_start(None, module)
+    for index in range(9):  # the first warms up; each later one closes a window of its own
+        monitor.on_train_batch_start(None, module, torch.zeros(4, 2), index)
+        monitor.on_train_batch_end(None, module, None, torch.zeros(4, 2), index)
+    monitor.on_train_epoch_end(None, module)
+    epoch = monitor.epoch_metrics
+    assert epoch["throughput_windows"] == 8 and epoch["throughput_too_short"] == 0.0
+    low, high = epoch["samples_per_sec_ci_low"], epoch["samples_per_sec_ci_high"]
+    assert 0 < low <= epoch["samples_per_sec_median"] <= high
+    assert epoch["samples_per_sec_cv"] >= 0
+    with pytest.raises(ValueError, match="window_s must be > 0"):
+        metrics.ThroughputMonitor(window_s=0)

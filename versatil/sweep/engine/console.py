@@ -49,10 +49,12 @@ class ProgressPrinter:
             for metric, _ in self.config.objective.objectives
             if metric != SAMPLES_PER_SEC
         )
-        self._print(
-            f"{trial.trial_id} epoch {epoch} {values} "
-            f"samples/s={result.get(SAMPLES_PER_SEC, 0):.0f} {status} ({axes})"
-        )
+        speed = f"samples/s={result.get(SAMPLES_PER_SEC, 0):.0f}"
+        if result.get("throughput_too_short") and status != TrialStatus.RUNNING:
+            windows = int(result.get("throughput_windows", 0))
+            window_s = result.get("throughput_window_s", 0)
+            speed += f" (too short to time: {windows} windows of {window_s:g} s)"
+        self._print(f"{trial.trial_id} epoch {epoch} {values} {speed} {status} ({axes})")
 
 
 @contextlib.contextmanager

@@ -8,8 +8,10 @@ of several objectives.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+from versatil.stats import ROUNDING
 from versatil.sweep.results.pareto import Ranking, non_dominated_sort
 from versatil.sweep.results.rows import TrialRow, finished, throughput
 
@@ -25,9 +27,22 @@ __all__ = [
 
 
 def rank_key(row: TrialRow, mode: str) -> tuple[float, float, str]:
-    """Sorts the best first: the objective, then higher throughput, then trial id."""
+    """Sorts the best first: the objective, then higher throughput, then trial id.
+
+    Objectives equal but for float rounding (:func:`~versatil.stats.same_value`) are one
+    value here, so throughput decides between them: a float64 trial whose accuracy beats a
+    float32 one's by 1e-8 (the same predictions) does not win on it.
+    """
     sign = 1.0 if mode == "min" else -1.0
-    return sign * float(row.objective), -throughput(row), row.trial_id
+    return sign * _rounded(float(row.objective)), -throughput(row), row.trial_id
+
+
+def _rounded(value: float) -> float:
+    """``value`` to the 6 significant digits :data:`~versatil.stats.ROUNDING` keeps."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    digits = -math.floor(math.log10(ROUNDING))
+    return float(f"{value:.{digits}g}")
 
 
 def ranked(rows: Sequence[TrialRow], mode: str) -> list[TrialRow]:
@@ -59,7 +74,7 @@ def pareto_front(rows: Sequence[TrialRow], mode: str) -> set[str]:
     """
     sign = 1.0 if mode == "min" else -1.0
     points = {
-        r.trial_id: (sign * float(r.objective), -throughput(r))
+        r.trial_id: (sign * _rounded(float(r.objective)), -throughput(r))
         for r in rows
         if finished(r) and throughput(r) != float("-inf")
     }
