@@ -172,7 +172,13 @@ class DeviceInfo:
 
     @classmethod
     def detect(cls, accelerator: str = "auto") -> DeviceInfo:
-        """Detects the device Lightning would pick for ``accelerator``."""
+        """Detects the device Lightning would pick for ``accelerator``.
+
+        ``cpu`` needs no torch (a dry run of a CPU sweep stays light); the others ask torch
+        which accelerators it sees.
+        """
+        if accelerator == "cpu":
+            return cls._cpu()
         import torch
 
         if accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():
@@ -184,6 +190,11 @@ class DeviceInfo:
             )
         if accelerator in ("auto", "gpu", "mps") and torch.backends.mps.is_available():
             return cls(type="mps", name="Apple MPS", bf16_supported=True, compiler_available=False)
+        return cls._cpu()
+
+    @classmethod
+    def _cpu(cls) -> DeviceInfo:
+        """The CPU: bfloat16 always computes; inductor needs a C++ compiler."""
         return cls(
             type="cpu",
             name="CPU",

@@ -20,11 +20,16 @@ from versatil.training.constants import PrecisionType
 @pytest.mark.slow  # the whole quickstart sweep, in a driver of its own
 def test_zero_argument_quickstart_runs_locally_and_summarizes(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    # The CLI as ``python -m`` runs it, plus a report at exit of what the driver imported.
+    # The CLI as ``python -m`` runs it, plus a report at exit of what the driver imported
+    # (the command ends its process with os._exit, past any atexit handler).
     driver = (
-        "import atexit, runpy, sys\n"
-        "atexit.register(lambda: print('driver imported:', "
-        "sorted(m for m in ('torch', 'lightning', 'mlflow') if m in sys.modules)))\n"
+        "import os, runpy, sys\n"
+        "end = os._exit\n"
+        "def report(code):\n"
+        "    imported = sorted(m for m in ('torch', 'lightning', 'mlflow') if m in sys.modules)\n"
+        "    print('driver imported:', imported, flush=True)\n"
+        "    end(code)\n"
+        "os._exit = report\n"
         "sys.argv = ['versatil.sweep', '--set', 'trainer.max_epochs=1']\n"
         "runpy.run_module('versatil.sweep', run_name='__main__', alter_sys=True)\n"
     )
