@@ -94,4 +94,21 @@ def test_the_recommended_trial_names_the_other_axes_that_vary():
     for r, lr in zip(rows, (0.01, 0.01, 0.1), strict=True):
         r.axes.update(lr=lr, depth=2)
     verdict = make_verdict(rows, "val_loss", "min")
-    assert verdict.text.startswith("Recommended: bf16-mixed + eager (lr=0.01) trains 2.00x")
+    # The setting's speed (the median of its two trials), not the one trial's.
+    assert verdict.text.startswith("Recommended: bf16-mixed + eager (lr=0.01) trains 2.50x")
+
+
+def test_a_setting_is_never_compared_with_itself():
+    # No eager fp32 trial finished; the best trial is of the slowest setting, the reference.
+    rows = [
+        row("a", "bf16-mixed", "none", 0.176, 100.0),
+        row("b", "bf16-mixed", "none", 0.176, 102.0),
+        row("c", "bf16-true", "none", 0.300, 150.0),
+    ]
+    rows[1].axes["lr"] = 0.2
+    rows[0].axes["lr"] = 0.1
+    rows[2].axes["lr"] = 0.1
+    verdict = make_verdict(rows, "val_loss", "min")
+    assert "relative to the slowest finished setting, bf16-mixed + eager" in verdict.text
+    assert "Recommended: bf16-mixed + eager (lr=0.2), that setting itself" in verdict.text
+    assert "faster than bf16-mixed + eager" not in verdict.text

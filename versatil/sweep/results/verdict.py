@@ -181,11 +181,13 @@ def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float =
         f"the fastest finished trial ({chosen.trial_id}) within {tolerance:.1%} of the best "
         f"{metric} ({best:.4g})"
     )
-    ratio = chosen.metrics[THROUGHPUT] / ref.samples_per_sec
+    # Settings against settings (each one's median speed), never one trial against a median.
+    chosen_setting = setting_of(chosen.axes)
+    ratio = speed[chosen_setting] / speed[reference]
     change = _change_text(metric, chosen.metrics[metric], ref.objective)
     if is_baseline:
         than = f"eager fp32 ({ref.label})"
-        if setting_of(chosen.axes) == baseline:
+        if chosen_setting == baseline:
             text = f"Recommended: {name}, the eager fp32 baseline itself: it is {within}."
         else:
             text = f"Recommended: {name} {_speed_text(ratio, than)} at {change}; it is {within}."
@@ -193,9 +195,14 @@ def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float =
         text = (
             "No eager fp32 baseline (precision 32, compile_mode none, matmul_precision "
             f"highest) finished in this sweep, so speeds are relative to the slowest finished "
-            f"setting, {ref.label}. Recommended: {name} {_speed_text(ratio, ref.label)} at "
-            f"{change}; it is {within}."
+            f"setting, {ref.label}. "
         )
+        if chosen_setting == reference:  # never a setting against itself
+            text += f"Recommended: {name}, that setting itself: it is {within}."
+        else:
+            text += (
+                f"Recommended: {name} {_speed_text(ratio, ref.label)} at {change}; it is {within}."
+            )
     return Verdict(metric, mode, tolerance, ref, is_baseline, settings, chosen.trial_id, text)
 
 
