@@ -60,8 +60,7 @@ def run_once(graphs: list[str], lrs: int, nodes: int, cache: bool) -> dict[str, 
     import ray
     from ray.cluster_utils import Cluster
 
-    from versatil.sweep.config.load import validate_sweep
-    from versatil.sweep.engine.runner import run_sweep
+    from versatil.sweep import run_sweep, validate_sweep
 
     work = Path(tempfile.mkdtemp(prefix="vcc-", dir="/tmp"))
     os.environ["RAY_TMPDIR"] = str(work)

@@ -13,6 +13,11 @@ prints is timestamped as it arrives, which splits the command's wall time into:
 ::
 
     python benchmarks/fixed_costs.py --runs 3
+    python benchmarks/fixed_costs.py --runs 3 --tree "previous=/tmp/versatil-previous"
+
+``--tree LABEL=PATH`` adds a variant: the versatil of another source tree (a ``git
+worktree`` of an earlier commit, say), run alternately with this one so that both share
+the machine's conditions.
 
 It writes JSON to ``--out`` (default ``benchmarks/results/fixed_costs-<date>.json``). Run it
 on an otherwise idle machine, from the repository root (the task is
@@ -52,11 +57,13 @@ resources: {cpu: 1}
 """
 
 
-def one_run(workdir: Path) -> dict[str, Any]:
-    """Runs the sweep once in ``workdir``; the times of its phases."""
+def one_run(workdir: Path, tree: Path = REPO) -> dict[str, Any]:
+    """Runs the sweep once in ``workdir`` with the versatil of ``tree``; its phases' times."""
     sweep = workdir / "fixed_costs.yaml"
     sweep.write_text(SWEEP)
-    env = dict(os.environ, PYTHONPATH=str(REPO), MLFLOW_DISABLE_TELEMETRY="true")
+    # The task module comes from this repository's tests; versatil from ``tree``.
+    path = os.pathsep.join(dict.fromkeys([str(tree), str(REPO)]))
+    env = dict(os.environ, PYTHONPATH=path, MLFLOW_DISABLE_TELEMETRY="true")
     command = [sys.executable, "-m", "versatil.sweep", "--config", str(sweep)]
     command += ["--storage-path", str(workdir / "runs")]
     start = time.perf_counter()
@@ -87,14 +94,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--tree", action="append", default=[], metavar="LABEL=PATH", help="another variant"
+    )
     args = parser.parse_args()
-    runs = []
+    variants = [("this", REPO)]
+    for text in args.tree:
+        label, _, tree = text.partition("=")
+        variants.append((label, Path(tree).resolve()))
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in variants}
     for index in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="versatil-fixed-costs-") as workdir:
-            runs.append(one_run(Path(workdir)))
-        print(f"run {index + 1}: " + ", ".join(f"{k} {v:.2f}" for k, v in runs[-1].items()))
-    medians = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    print("median: " + ", ".join(f"{k} {v:.2f}" for k, v in medians.items()))
+        for label, tree in variants:  # alternately: A B A B ...
+            with tempfile.TemporaryDirectory(prefix="versatil-fixed-costs-") as workdir:
+                runs[label].append(one_run(Path(workdir), tree))
+            times = ", ".join(f"{k} {v:.2f}" for k, v in runs[label][-1].items())
+            print(f"{label} run {index + 1}: {times}")
+    medians = {
+        label: {k: statistics.median(r[k] for r in mine) for k in mine[0]}
+        for label, mine in runs.items()
+    }
+    for label, median in medians.items():
+        print(f"{label} median: " + ", ".join(f"{k} {v:.2f}" for k, v in median.items()))
     stamp = time.strftime("%Y%m%d")
     out = args.out or Path(__file__).parent / "results" / f"fixed_costs-{stamp}.json"
     out.write_text(
@@ -105,6 +125,7 @@ def main() -> None:
                 "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
                 "versions": {p: metadata.version(p) for p in ("torch", "ray", "mlflow")},
                 "sweep": SWEEP,
+                "variants": {label: str(tree) for label, tree in variants},
                 "runs": runs,
                 "median": medians,
             },

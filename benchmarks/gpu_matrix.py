@@ -130,7 +130,7 @@ def read_axes(path: Path) -> tuple[dict[str, list[str]], dict[str, Any], int]:
     Read by versatil's own sweep-file reader (PyYAML and pydantic, no Ray): ``all`` and
     ``exclude`` resolve to the values a sweep would run, ``none`` included.
     """
-    from versatil.sweep.config.load import load_sweep
+    from versatil.sweep import load_sweep
 
     sweep = load_sweep(path)
     axes = {name: [str(v) for v in sweep.space[name]] for name in AXES}

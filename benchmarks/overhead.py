@@ -122,8 +122,7 @@ def measure_sweep(trials: int, length: str) -> dict[str, Any]:
     Returns:
         Wall, warm-up, Σ fit time, the overheads per trial and the trial statuses.
     """
-    from versatil.sweep.config.load import validate_sweep
-    from versatil.sweep.engine.runner import run_sweep
+    from versatil.sweep import run_sweep, validate_sweep
 
     with tempfile.TemporaryDirectory(prefix=f"bench_overhead_{trials}_") as storage:
         config = validate_sweep(sweep_dict(f"overhead_{trials}", trials, Path(storage), length))
@@ -163,11 +162,12 @@ t = time.perf_counter()
 import versatil.sweep.cli.main
 steps = {"cli_imports": time.perf_counter() - t}
 t = time.perf_counter()
-from versatil.sweep.config.load import load_sweep
+from versatil.sweep import load_sweep
 config = load_sweep(sys.argv[1])
 steps["load_sweep"] = time.perf_counter() - t
 t = time.perf_counter()
-from versatil.sweep.engine.runner import connect_ray, run_sweep
+from versatil.sweep import run_sweep
+from versatil.sweep.engine.runner import connect_ray
 steps["import_runner"] = time.perf_counter() - t
 t = time.perf_counter()
 from ray import tune

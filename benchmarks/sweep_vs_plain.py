@@ -169,8 +169,7 @@ class _Discard:
 
 def _run_versatil(lrs: list[float], storage: Path, start: float) -> dict[str, Any]:
     """Way A: :func:`run_sweep` on the same task, grid and concurrency."""
-    from versatil.sweep.config.load import validate_sweep
-    from versatil.sweep.engine.runner import run_sweep
+    from versatil.sweep import run_sweep, validate_sweep
 
     config = validate_sweep(
         {

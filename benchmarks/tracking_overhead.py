@@ -43,7 +43,7 @@ _DRIVER: Any = None
 def _open_driver(uri: str, root: str, sweep_data: dict[str, Any]) -> None:
     """In the driver-like process: opens the parent run and the tracker, as run_sweep does."""
     global _DRIVER
-    from versatil.sweep.config.load import validate_sweep
+    from versatil.sweep import validate_sweep
     from versatil.sweep.tracking import SweepTracker, open_sweep_run
 
     context = open_sweep_run(

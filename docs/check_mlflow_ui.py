@@ -40,8 +40,7 @@ def main() -> int:
     from mlflow.tracking import MlflowClient
     from playwright.sync_api import sync_playwright
 
-    from versatil.sweep.config.load import validate_sweep
-    from versatil.sweep.engine.runner import run_sweep
+    from versatil.sweep import run_sweep, validate_sweep
     from versatil.sweep.tracking import child_runs
 
     root = Path(tempfile.mkdtemp(prefix="versatil-ui-"))
