@@ -20,8 +20,8 @@ from mlflow.tracking import MlflowClient
 
 from versatil.cli_common import run_main
 from versatil.inference import load_for_inference
-from versatil.sweep.cli.compress import build_compress_parser
-from versatil.sweep.cli.main import build_parser, main
+from versatil.sweep.cli import compress as compress_command
+from versatil.sweep.cli.main import build_parser, main, standalone_parser
 from versatil.sweep.config.load import load_sweep, validate_sweep
 from versatil.sweep.engine.runner import run_sweep
 from versatil.sweep.int8.compress import compress_after_sweep
@@ -281,7 +281,7 @@ def test_help_lists_compress_and_its_flags(capsys):
     code, out, _ = cli(capsys, ["compress", "--help"])
     assert code == 0
     assert "usage: python -m versatil.sweep compress" in out
-    flags = {o for a in build_compress_parser()._actions for o in a.option_strings}
+    flags = {o for a in standalone_parser(compress_command)._actions for o in a.option_strings}
     assert flags == {
         "-h",
         "--help",

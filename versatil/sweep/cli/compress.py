@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from versatil.errors import ConfigError
 from versatil.sweep.cli.logs import EMBEDDED_STORE_LOGGERS, quiet_loggers
@@ -20,8 +20,6 @@ __all__ = [
     "DESCRIPTION",
     "HELP",
     "NAME",
-    "add_parser",
-    "build_compress_parser",
     "configure",
     "main",
     "parse_selection",
@@ -60,29 +58,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="default: torchao when it is installed and works on the model, else torch.ao",
     )
     parser.add_argument("--output", type=Path, default=None, help="default: runs/compressed/NAME")
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Adds ``compress`` to the subcommands of the top-level parser.
-
-    Args:
-        subparsers: What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns:
-        The subcommand's parser.
-    """
-    parser = subparsers.add_parser(NAME, help=HELP, description=DESCRIPTION)
-    configure(parser)
-    return parser
-
-
-def build_compress_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m versatil.sweep compress``, on its own."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m versatil.sweep {NAME}", description=DESCRIPTION
-    )
-    configure(parser)
-    return parser
 
 
 def parse_selection(args: argparse.Namespace) -> Selection:

@@ -2,8 +2,9 @@
 
 With no subcommand the command runs, resumes or dry-runs a sweep (the quickstart by
 default; options in :mod:`versatil.sweep.cli.run`); ``report``, ``compress`` and ``sync``
-are subcommands, each in a module of its own with ``add_parser(subparsers)`` and
-``main(args, out)``. Every command prints to one output stream, ``out``; warnings and
+are subcommands, each in a module of its own with its ``NAME``, ``HELP``,
+``DESCRIPTION``, ``configure(parser)`` and ``main(args, out)``; the table here builds
+their parsers. Every command prints to one output stream, ``out``; warnings and
 errors go to stderr.
 """
 
@@ -16,14 +17,32 @@ from typing import TextIO
 
 from versatil.sweep.cli import compress, report, run, sync
 
-__all__ = ["PROG", "SUBCOMMANDS", "build_parser", "build_report_parser", "main", "parse_args"]
+__all__ = [
+    "PROG",
+    "SUBCOMMANDS",
+    "build_parser",
+    "build_report_parser",
+    "main",
+    "parse_args",
+    "standalone_parser",
+]
 
 PROG = "python -m versatil.sweep"
 
 SUBCOMMANDS: dict[str, ModuleType] = {command.NAME: command for command in (report, compress, sync)}
 """The subcommands, by name, in the order the help lists them."""
 
-build_report_parser = report.build_report_parser
+
+def standalone_parser(command: ModuleType) -> argparse.ArgumentParser:
+    """A subcommand's parser on its own (``python -m versatil.sweep NAME``)."""
+    parser = argparse.ArgumentParser(prog=f"{PROG} {command.NAME}", description=command.DESCRIPTION)
+    command.configure(parser)
+    return parser
+
+
+def build_report_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m versatil.sweep report``, on its own."""
+    return standalone_parser(report)
 
 
 def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -41,7 +60,12 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         description=f"with none, run the sweep the options above name; "
         f"`{PROG} COMMAND --help` for a subcommand's own",
     )
-    commands = {name: command.add_parser(subparsers) for name, command in SUBCOMMANDS.items()}
+    commands = {}
+    for name, command in SUBCOMMANDS.items():
+        commands[name] = subparsers.add_parser(
+            name, help=command.HELP, description=command.DESCRIPTION
+        )
+        command.configure(commands[name])
     return parser, commands
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from versatil.errors import ConfigError
 from versatil.sweep.cli.logs import EMBEDDED_STORE_LOGGERS, quiet_loggers
@@ -21,8 +21,6 @@ __all__ = [
     "DESCRIPTION",
     "HELP",
     "NAME",
-    "add_parser",
-    "build_report_parser",
     "configure",
     "load_report_or_explain",
     "main",
@@ -46,29 +44,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--output", type=Path, default=None, help="default: runs/reports/NAME")
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Adds ``report`` to the subcommands of the top-level parser.
-
-    Args:
-        subparsers: What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns:
-        The subcommand's parser.
-    """
-    parser = subparsers.add_parser(NAME, help=HELP, description=DESCRIPTION)
-    configure(parser)
-    return parser
-
-
-def build_report_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m versatil.sweep report``, on its own."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m versatil.sweep {NAME}", description=DESCRIPTION
-    )
-    configure(parser)
-    return parser
 
 
 def load_report_or_explain(uri: str, experiment: str) -> SweepReport:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import yaml
 
@@ -23,8 +23,6 @@ __all__ = [
     "HELP",
     "NAME",
     "SyncOutcome",
-    "add_parser",
-    "build_sync_parser",
     "configure",
     "main",
     "sync_experiment",
@@ -50,29 +48,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tracking-uri", default=None, help="default: the store the sweep recorded"
     )
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Adds ``sync`` to the subcommands of the top-level parser.
-
-    Args:
-        subparsers: What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns:
-        The subcommand's parser.
-    """
-    parser = subparsers.add_parser(NAME, help=HELP, description=DESCRIPTION)
-    configure(parser)
-    return parser
-
-
-def build_sync_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m versatil.sweep sync``, on its own."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m versatil.sweep {NAME}", description=DESCRIPTION
-    )
-    configure(parser)
-    return parser
 
 
 @dataclasses.dataclass(frozen=True)
