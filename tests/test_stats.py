@@ -76,3 +76,35 @@ def test_exact_and_float_rounding_ties_are_ties():
     assert not same_value(0.05302, 0.05272)
     assert not same_value(0.0, 1e-3)
     assert median_ci([10.0, 12.0]).cv == pytest.approx(math.sqrt(2) / 11)
+
+
+def test_a_ratio_of_independent_estimates_divides_their_intervals():
+    from versatil.stats import Estimate, ratio_of
+
+    fast, base = Estimate(200.0, 190.0, 210.0, 5), Estimate(100.0, 95.0, 105.0, 5)
+    speedup = ratio_of(fast, base)
+    assert speedup.value == 2.0
+    assert speedup.low == pytest.approx(190 / 105) and speedup.high == pytest.approx(210 / 95)
+    assert speed_verdict(speedup) == "faster"
+    assert speed_verdict(ratio_of(Estimate(102.0, 90.0, 115.0, 5), base)) == "tie"
+    unbounded = ratio_of(fast, Estimate(100.0, -math.inf, math.inf, 1))
+    assert not unbounded.bounded and speed_verdict(unbounded) == "tie"
+
+
+def test_a_difference_over_seeds_is_called_only_beyond_seed_noise():
+    from versatil.stats import difference_ci
+
+    rng = random.Random(3)
+    misses = 0
+    for _ in range(500):
+        a = [rng.gauss(1.0, 0.1) for _ in range(4)]
+        b = [rng.gauss(1.0, 0.1) for _ in range(3)]
+        d = difference_ci(a, b)
+        misses += not d.low <= 0 <= d.high  # the true difference is 0
+    assert misses / 500 <= 0.08
+    far = difference_ci([2.0, 2.1, 1.9], [1.0, 1.1, 0.9])
+    assert far.low > 0 and far.value == pytest.approx(1.0)
+    one_seed = difference_ci([2.0], [1.0, 1.1])
+    assert not one_seed.bounded and one_seed.value == pytest.approx(0.95)
+    exact = difference_ci([1.0, 1.0], [1.0, 1.0])
+    assert (exact.low, exact.high) == (0.0, 0.0)

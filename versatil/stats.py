@@ -19,9 +19,11 @@ __all__ = [
     "CONFIDENCE",
     "ROUNDING",
     "Estimate",
+    "difference_ci",
     "mean_ci",
     "median_ci",
     "ratio_ci",
+    "ratio_of",
     "same_value",
     "speed_verdict",
 ]
@@ -137,6 +139,45 @@ def ratio_ci(
         raise ValueError("ratio_ci needs one denominator per numerator")
     ratios = [a / b for a, b in zip(numerators, denominators, strict=True) if b > 0]
     return median_ci(ratios, confidence)
+
+
+def ratio_of(a: Estimate, b: Estimate) -> Estimate:
+    """``a / b`` for two independent estimates: the point ratio, the interval by division.
+
+    The bounds are ``a.low / b.high`` and ``a.high / b.low``: conservative (wider than a
+    paired estimate, which :func:`ratio_ci` gives when both were timed in the same rounds).
+    Unbounded when either interval is, or when ``b`` may be zero.
+    """
+    value = a.value / b.value if b.value else math.inf
+    if not (a.bounded and b.bounded) or b.low <= 0 or a.low < 0:
+        return Estimate(value, -math.inf, math.inf, min(a.n, b.n), None, 0.0)
+    coverage = a.coverage * b.coverage
+    return Estimate(value, a.low / b.high, a.high / b.low, min(a.n, b.n), None, coverage)
+
+
+def difference_ci(
+    a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
+) -> Estimate:
+    """``mean(a) - mean(b)`` with Welch's interval (unequal variances); unbounded below 2 each.
+
+    Two settings' objectives over their seeds: the interval says whether the difference
+    between them exceeds seed-to-seed variation.
+    """
+    xs, ys = [float(v) for v in a], [float(v) for v in b]
+    if not xs or not ys:
+        raise ValueError("difference_ci needs at least one value on each side")
+    diff = statistics.fmean(xs) - statistics.fmean(ys)
+    if len(xs) < 2 or len(ys) < 2:
+        return Estimate(diff, -math.inf, math.inf, min(len(xs), len(ys)), None, 0.0)
+    from scipy import stats
+
+    va, vb = statistics.variance(xs) / len(xs), statistics.variance(ys) / len(ys)
+    spread = math.sqrt(va + vb)
+    if spread == 0:
+        return Estimate(diff, diff, diff, min(len(xs), len(ys)), None, confidence)
+    df = (va + vb) ** 2 / (va**2 / (len(xs) - 1) + vb**2 / (len(ys) - 1))
+    half = float(stats.t.ppf((1 + confidence) / 2, df)) * spread
+    return Estimate(diff, diff - half, diff + half, min(len(xs), len(ys)), None, confidence)
 
 
 def speed_verdict(speedup: Estimate) -> Comparison:

@@ -157,7 +157,16 @@ def test_report_reads_the_runs_back(ray_cluster, mlflow_server, sweep_config, tm
     outcome = sweep(config, tracking_uri=mlflow_server)
     report = load_report(mlflow_server, "reported")
     assert report.context.parent_run_id == outcome.tracking.parent_run_id
-    records = {r["trial_id"]: r for r in json.loads(render(report, "json"))}
+    answer = json.loads(render(report, "json"))
+    records = {r["trial_id"]: r for r in answer["trials"]}
+    verdict = report.judgement.verdict
+    assert answer["verdict"]["text"] == verdict.text == outcome.judgement.verdict.text
+    assert answer["verdict"]["recommended"] == verdict.recommended_setting
+    settings = {s["label"]: s for s in answer["settings"]}
+    assert set(settings) == {"32 + eager", "bf16-true + eager"}  # 16-mixed: infeasible on CPU
+    for setting in settings.values():
+        assert {"speedup", "speedup_ci_low", "speedup_ci_high", "objective"} <= set(setting)
+    assert settings["32 + eager"]["speed"] == "reference"
     assert set(records) == {r.trial_id for r in outcome.rows}
     for row in outcome.rows:
         record = records[row.trial_id]

@@ -11,7 +11,7 @@ from typing import Any
 from versatil.sweep.report.load import Int8Row, SweepReport
 from versatil.sweep.results.judgement import summary_text
 from versatil.sweep.results.rows import THROUGHPUT_COLUMNS
-from versatil.sweep.results.verdict import verdict_table
+from versatil.sweep.results.verdict_text import verdict_table
 from versatil.tables import format_table
 
 __all__ = ["FORMATS", "INT8_LEGEND", "int8_table", "render"]
@@ -82,12 +82,24 @@ def _records(report: SweepReport) -> list[dict[str, Any]]:
 
 
 def render(report: SweepReport, fmt: str) -> str:
-    """The report as text in one of :data:`FORMATS`."""
+    """The report as text in one of :data:`FORMATS`.
+
+    JSON is the answer as well as the trials: an object with ``trials`` (one record per
+    trial), ``settings`` (each setting's speedup against the reference with its interval,
+    and its objective's mean with its interval) and ``verdict`` (the recommended setting,
+    the settings tied with it, and the sentence).
+    """
     if fmt == "table":
         return summary_text(report.rows, report.judgement, [_int8_section(report, fmt)])
     records = _records(report)
     if fmt == "json":
-        return json.dumps(records, indent=2, default=str)
+        verdict = report.judgement.verdict
+        answer = {
+            "trials": records,
+            "settings": [s.as_dict() for s in verdict.settings],
+            "verdict": verdict.as_dict(),
+        }
+        return json.dumps(answer, indent=2, default=str)
     columns = list(dict.fromkeys(k for r in records for k in r))
     if fmt == "csv":
         buffer = io.StringIO()

@@ -13,7 +13,8 @@ from versatil.sweep.results.pareto import Ranking, rank_rows
 from versatil.sweep.results.ranking import best_on_front, best_row, pareto_marks, summary_marks
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.results.table import summary_table
-from versatil.sweep.results.verdict import Verdict, make_verdict, verdict_table
+from versatil.sweep.results.verdict import Verdict, make_verdict
+from versatil.sweep.results.verdict_text import verdict_table
 from versatil.sweep.vocab import tags
 
 __all__ = ["Judgement", "judge", "summary_text"]

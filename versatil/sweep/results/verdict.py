@@ -1,235 +1,387 @@
-"""The answer in words: each setting's speed against eager fp32, and the recommendation.
+"""The answer: each setting against eager fp32, a difference called only beyond its noise.
 
 Pure functions on a sweep's rows. A setting is a trial's precision, compile mode and
 matmul precision (a setting the sweep does not vary is what trials trained with: 32,
 eager, highest). The baseline is eager fp32: precision 32, compile mode none, matmul
 precision highest (torch's default, so ``none`` counts as highest). Only trials that
-finished (status completed) with a finite primary objective and a throughput count.
+trained their whole budget to a finite objective count.
 
-A setting's speed is the median ``samples_per_sec`` (last epoch, steady state) of its
-finished trials and its objective the best of them. The recommendation is the fastest
-finished trial whose primary objective is within ``tolerance`` of the best one, relative
-(``0.01``: at most 1% worse than the best).
+The rules, in order:
+
+- **Speed.** A trial's speed is its fit's median throughput over windows of training,
+  with its 95% interval (:mod:`versatil.training.metrics`); a trial whose timed work was
+  too short has none, and is not ranked on speed. A setting's speedup against the
+  reference pairs its trials with the reference's trials of the same params and seed,
+  each pair's interval the division of the two; the speedup is the median over the pairs
+  of each bound. With no such pairs the settings' intervals (their trials' hull) are
+  divided. A setting is **faster** only when the whole interval lies above 1.
+- **Objective.** A setting's objective is its best configuration's mean over seeds, with
+  a Student-t interval. It is **no worse** than the reference's when it is at most
+  ``tolerance`` worse (relative), or when their difference lies within seed noise (its
+  Welch interval over seeds holds 0; with replicates only). Objectives equal but for
+  float rounding are equal.
+- **Recommendation.** The faster and no worse settings contend; the fastest wins, and
+  any whose speedup interval overlaps the winner's ties with it. Among tied settings the
+  simpler wins (fewer settings changed from eager fp32). With no contender the reference
+  is recommended, and the sentence says that nothing beat it beyond noise.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from versatil.stats import Estimate, difference_ci, mean_ci, ratio_of, same_value, speed_verdict
+from versatil.sweep.results.ranking import rank_key
 from versatil.sweep.results.rows import TrialRow, full_budget, value_of
+from versatil.sweep.vocab.keys import SEED
 from versatil.training.metric_names import SAMPLES_PER_SEC
 from versatil.training.spec import setting_label
 
 __all__ = [
     "BASELINE",
-    "SettingSpeed",
+    "SettingResult",
     "Verdict",
     "make_verdict",
     "setting_of",
-    "verdict_table",
+    "trial_speed",
 ]
 
 BASELINE = {"precision": "32", "compile_mode": "none", "matmul_precision": "highest"}
 """Eager fp32: the settings every other setting's speed is compared with."""
 
-_DEFAULTS = {"precision": "32", "compile_mode": "none", "matmul_precision": "highest"}
 THROUGHPUT = SAMPLES_PER_SEC
+
+Setting = tuple[str, str, str]
 
 
 @dataclasses.dataclass(frozen=True)
-class SettingSpeed:
-    """One setting's finished trials, summed up.
+class SettingResult:
+    """One setting's finished trials, against the reference.
 
     Attributes:
         label: The setting in words (``bf16-mixed + default``).
-        samples_per_sec: The median throughput of its finished trials.
-        objective: The best primary objective among them.
-        trials: How many finished.
-        speedup: ``samples_per_sec`` over the reference's.
-        change: The objective's change from the reference's, relative (``None`` when the
-            reference's objective is 0).
+        setting: Its precision, compile mode and matmul precision.
+        speed: Its samples/s with an interval (its trials' median, their intervals' hull);
+            ``None`` when no trial was timed long enough.
+        speedup: Its speed over the reference's, with an interval; ``None`` if unmeasured.
+        speed_call: ``faster``, ``slower``, ``tie``, ``unmeasured`` or ``reference``.
+        objective: Its best configuration's objective: the mean over seeds, with an interval.
+        change: The objective's difference from the reference's, relative to it, with an
+            interval over seeds (``None`` when the reference's objective is 0).
+        no_worse: Whether the objective passes the non-inferiority rule.
+        trials: How many of its trials finished.
+        seeds: How many seeds its best configuration trained with.
+        best_trial: The best trial of its best configuration.
+        params: Its best configuration's params that vary in the sweep (``lr=0.01``).
     """
 
     label: str
-    samples_per_sec: float
-    objective: float
+    setting: Setting
+    speed: Estimate | None
+    speedup: Estimate | None
+    speed_call: str
+    objective: Estimate
+    change: Estimate | None
+    no_worse: bool
     trials: int
-    speedup: float
-    change: float | None
+    seeds: int
+    best_trial: str
+    params: str = ""
+
+    @property
+    def samples_per_sec(self) -> float | None:
+        """The setting's median samples/s, or ``None``."""
+        return None if self.speed is None else self.speed.value
+
+    def as_dict(self) -> dict[str, Any]:
+        """The setting as plain values (``report --format json``)."""
+        out: dict[str, Any] = {
+            "label": self.label,
+            "precision": self.setting[0],
+            "compile_mode": self.setting[1],
+            "matmul_precision": self.setting[2],
+            "trials": self.trials,
+            "seeds": self.seeds,
+            "best_trial": self.best_trial,
+            "params": self.params,
+            "speed": self.speed_call,
+            "no_worse": self.no_worse,
+        }
+        out.update(_bounds(SAMPLES_PER_SEC, self.speed))
+        out.update(_bounds("speedup", self.speedup))
+        out.update(_bounds("objective", self.objective))
+        out.update(_bounds("objective_change", self.change))
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """What a sweep says: speeds against a reference, and the recommended trial.
+    """What a sweep says: settings against a reference, and the recommendation.
 
     Attributes:
         metric: The primary objective.
         mode: Its mode.
-        tolerance: How far from the best objective still counts as as good (relative).
-        reference: The setting speeds are compared with (``None``: nothing finished).
+        tolerance: How much worse than the reference still counts as no worse (relative).
+        reference: The setting the others are compared with (``None``: nothing finished).
         is_baseline: Whether the reference is eager fp32 (else the slowest setting).
-        settings: Every setting, fastest first.
-        recommended: The recommended trial id.
+        settings: Every setting, the reference first, then the fastest first.
+        recommended: The recommended setting's best trial id.
+        recommended_setting: The recommended setting's label.
+        tied: The settings tied with the recommended one on speed (labels), itself first.
         text: The verdict in words.
     """
 
     metric: str
     mode: str
     tolerance: float
-    reference: SettingSpeed | None
+    reference: SettingResult | None
     is_baseline: bool
-    settings: list[SettingSpeed]
+    settings: list[SettingResult]
     recommended: str | None
+    recommended_setting: str | None
+    tied: list[str]
     text: str
 
+    def as_dict(self) -> dict[str, Any]:
+        """The verdict as plain values: the recommendation, the ties and the sentence."""
+        return {
+            "metric": self.metric,
+            "mode": self.mode,
+            "tolerance": self.tolerance,
+            "reference": None if self.reference is None else self.reference.label,
+            "reference_is_baseline": self.is_baseline,
+            "recommended": self.recommended_setting,
+            "recommended_trial": self.recommended,
+            "tied": list(self.tied),
+            "text": self.text,
+        }
 
-def setting_of(axes: Mapping[str, Any]) -> tuple[str, str, str]:
+
+def _bounds(name: str, estimate: Estimate | None) -> dict[str, float | None]:
+    if estimate is None:
+        return {name: None, f"{name}_ci_low": None, f"{name}_ci_high": None}
+    finite = estimate.bounded
+    return {
+        name: estimate.value,
+        f"{name}_ci_low": estimate.low if finite else None,
+        f"{name}_ci_high": estimate.high if finite else None,
+    }
+
+
+def setting_of(axes: Mapping[str, Any]) -> Setting:
     """A trial's precision, compile mode and matmul precision, defaults filled in."""
     values = []
-    for name, default in _DEFAULTS.items():
+    for name, default in BASELINE.items():
         value = axes.get(name)
         values.append(default if value in (None, "none") else str(value))
     return tuple(values)  # type: ignore[return-value]
 
 
-def _finished(rows: Sequence[TrialRow], metric: str) -> list[TrialRow]:
-    """The trials that trained their whole budget, with a finite objective and throughput."""
-    return [
-        r
-        for r in rows
-        if full_budget(r)
-        and value_of(r, metric) is not None
-        and value_of(r, THROUGHPUT) is not None
+def trial_speed(row: TrialRow) -> Estimate | None:
+    """A trial's throughput as a measurement, or ``None`` when it was too short to trust.
+
+    The fit's median over its windows and their 95% interval; a fit with too few windows
+    (``throughput_too_short``) or without an interval has none.
+    """
+    median = value_of(row, f"{SAMPLES_PER_SEC}_median")
+    low = value_of(row, f"{SAMPLES_PER_SEC}_ci_low")
+    high = value_of(row, f"{SAMPLES_PER_SEC}_ci_high")
+    if median is None or low is None or high is None or row.metrics.get("throughput_too_short"):
+        return None
+    windows = value_of(row, "throughput_windows")
+    return Estimate(median, low, high, int(windows or 0))
+
+
+def _params(axes: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A trial's configuration apart from its setting and its seed."""
+    return tuple(sorted((k, repr(v)) for k, v in axes.items() if k not in BASELINE and k != SEED))
+
+
+def _seed(axes: Mapping[str, Any]) -> str:
+    return repr(axes.get(SEED))
+
+
+def _hull(estimates: Sequence[Estimate]) -> Estimate:
+    """Several trials' speed as one: their median, the hull of their intervals."""
+    return Estimate(
+        statistics.median(e.value for e in estimates),
+        min(e.low for e in estimates),
+        max(e.high for e in estimates),
+        sum(e.n for e in estimates),
+    )
+
+
+def _speedup(rows: Sequence[TrialRow], reference: Sequence[TrialRow]) -> Estimate | None:
+    """A setting's speed over the reference's: paired by params and seed where possible."""
+    ours = {(_params(r.axes), _seed(r.axes)): trial_speed(r) for r in rows}
+    theirs = {(_params(r.axes), _seed(r.axes)): trial_speed(r) for r in reference}
+    pairs = [
+        ratio_of(ours[k], theirs[k])  # type: ignore[arg-type]
+        for k in sorted(ours.keys() & theirs.keys())
+        if ours[k] is not None and theirs[k] is not None
     ]
+    if pairs:
+        return Estimate(
+            statistics.median(p.value for p in pairs),
+            statistics.median(p.low for p in pairs),
+            statistics.median(p.high for p in pairs),
+            len(pairs),
+        )
+    mine = [e for e in ours.values() if e is not None]
+    other = [e for e in theirs.values() if e is not None]
+    if not mine or not other:
+        return None
+    return ratio_of(_hull(mine), _hull(other))
 
 
-def _change(value: float, reference: float) -> float | None:
-    return None if reference == 0 else (value - reference) / abs(reference)
+def _best_configuration(rows: Sequence[TrialRow], mode: str) -> list[TrialRow]:
+    """The replicates of the configuration with the best mean objective."""
+    sign = 1.0 if mode == "min" else -1.0
+    groups: dict[tuple[tuple[str, str], ...], list[TrialRow]] = {}
+    for row in rows:
+        groups.setdefault(_params(row.axes), []).append(row)
+
+    def key(item: tuple[Any, list[TrialRow]]) -> tuple[float, Any]:
+        mean = statistics.fmean(float(r.objective) for r in item[1])  # type: ignore[arg-type]
+        return sign * float(f"{mean:.6g}"), item[0]
+
+    return min(groups.items(), key=key)[1]
 
 
-def percent(change: float) -> str:
-    """A relative change as a signed percentage: ``+30.0%``, ``+0.4%``, ``+0.18%``, ``-0.00%``."""
-    value = 100 * change
-    if abs(value) >= 1:
-        return f"{value:+.1f}%"
-    return f"{value:+.2g}%" if abs(value) >= 0.01 else f"{value:+.2f}%"
+def _objective_change(
+    mine: Sequence[TrialRow], theirs: Sequence[TrialRow]
+) -> tuple[Estimate, Estimate | None]:
+    values = [float(r.objective) for r in mine]  # type: ignore[arg-type]
+    reference = [float(r.objective) for r in theirs]  # type: ignore[arg-type]
+    objective = mean_ci(values)
+    scale = abs(statistics.fmean(reference))
+    if scale == 0:
+        return objective, None
+    diff = difference_ci(values, reference)
+    if same_value(statistics.fmean(values), statistics.fmean(reference)):
+        diff = Estimate(0.0, min(diff.low, 0.0), max(diff.high, 0.0), diff.n, None, diff.coverage)
+    change = Estimate(diff.value / scale, diff.low / scale, diff.high / scale, diff.n)
+    return objective, change
 
 
-def _change_text(metric: str, value: float, reference: float) -> str:
-    change = _change(value, reference)
-    return f"{metric} {value - reference:+.4g}" if change is None else f"{metric} {percent(change)}"
+def _no_worse(change: Estimate | None, mode: str, tolerance: float) -> bool:
+    """Within ``tolerance`` of the reference, or a difference within seed noise."""
+    if change is None or change.value == 0:
+        return True
+    worsening = change.value if mode == "min" else -change.value
+    within_noise = change.bounded and change.low <= 0 <= change.high
+    return worsening <= tolerance or within_noise
 
 
-def _speed_text(speedup: float, than: str) -> str:
-    if speedup >= 1:
-        return f"trains {speedup:.2f}x faster than {than}"
-    return f"trains at {speedup:.2f}x the speed of {than}"
+def _complexity(setting: Setting) -> tuple[int, Setting]:
+    """How far a setting is from eager fp32: the settings it changes, then its values."""
+    return sum(a != b for a, b in zip(setting, BASELINE.values(), strict=True)), setting
 
 
 def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float = 0.01) -> Verdict:
-    r"""Compares each setting with eager fp32 (or the slowest) and picks the recommendation.
+    r"""Compares each setting with eager fp32 (or the slowest) and recommends one.
 
     Args:
         rows: The sweep's :class:`~versatil.sweep.results.rows.TrialRow`\ s.
         metric: The primary objective.
         mode: ``min`` or ``max``.
-        tolerance: The recommendation's objective is within this fraction of the best.
+        tolerance: A setting's objective may be this much worse than the reference's
+            (relative) and still count as no worse.
     """
-    finished = _finished(rows, metric)
+    from versatil.sweep.results.verdict_text import verdict_text
+
+    finished = [r for r in rows if full_budget(r) and value_of(r, metric) is not None]
     if not finished:
-        text = f"No trial finished with a finite {metric} and throughput: nothing to recommend."
-        return Verdict(metric, mode, tolerance, None, False, [], None, text)
-    sign = 1.0 if mode == "min" else -1.0
+        text = f"No trial finished with a finite {metric}: nothing to recommend."
+        return Verdict(metric, mode, tolerance, None, False, [], None, None, [], text)
     show_matmul = any(r.axes.get("matmul_precision") not in (None, "none") for r in rows)
-    groups: dict[tuple[str, str, str], list[Any]] = {}
+    groups: dict[Setting, list[TrialRow]] = {}
     for row in finished:
         groups.setdefault(setting_of(row.axes), []).append(row)
-    speed = {s: statistics.median(r.metrics[THROUGHPUT] for r in g) for s, g in groups.items()}
-    best_of = {s: min(sign * r.metrics[metric] for r in g) * sign for s, g in groups.items()}
+    speeds = {s: [e for e in map(trial_speed, g) if e is not None] for s, g in groups.items()}
+    speed = {s: _hull(e) if e else None for s, e in speeds.items()}
     baseline = tuple(BASELINE.values())
     is_baseline = baseline in groups
-    reference = baseline if is_baseline else min(groups, key=lambda s: (speed[s], s))
-    settings = [
-        SettingSpeed(
-            label=setting_label(*s, show_matmul=show_matmul),
-            samples_per_sec=speed[s],
-            objective=best_of[s],
-            trials=len(groups[s]),
-            speedup=speed[s] / speed[reference],
-            change=_change(best_of[s], best_of[reference]),
-        )
-        for s in sorted(groups, key=lambda s: (-speed[s], s))
-    ]
-    ref = next(x for x in settings if x.label == setting_label(*reference, show_matmul=show_matmul))
-
-    best = min(sign * r.metrics[metric] for r in finished) * sign
-    margin = tolerance * abs(best)
-    good = [r for r in finished if sign * (r.metrics[metric] - best) <= margin]
-    chosen = min(good, key=lambda r: (-r.metrics[THROUGHPUT], sign * r.metrics[metric], r.trial_id))
-    label = setting_label(*setting_of(chosen.axes), show_matmul=show_matmul)
-    varied = {k for r in rows for k in r.axes if len({repr(o.axes.get(k)) for o in rows}) > 1}
-    others = ", ".join(
-        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-        for k, v in chosen.axes.items()
-        if k not in _DEFAULTS and k in varied
-    )
-    name = f"{label} ({others})" if others else label
-    within = (
-        f"the fastest finished trial ({chosen.trial_id}) within {tolerance:.1%} of the best "
-        f"{metric} ({best:.4g})"
-    )
-    # Settings against settings (each one's median speed), never one trial against a median.
-    chosen_setting = setting_of(chosen.axes)
-    ratio = speed[chosen_setting] / speed[reference]
-    change = _change_text(metric, chosen.metrics[metric], ref.objective)
     if is_baseline:
-        than = f"eager fp32 ({ref.label})"
-        if chosen_setting == baseline:
-            text = f"Recommended: {name}, the eager fp32 baseline itself: it is {within}."
+        reference = baseline
+    else:  # the slowest measured setting, else the slowest by its raw throughput
+        reference = min(groups, key=lambda s: (_slowness(speed[s], groups[s]), s))
+    ref_best = _best_configuration(groups[reference], mode)
+    varied = sorted(
+        {k for r in finished for k in r.axes if len({repr(o.axes.get(k)) for o in finished}) > 1}
+        - {*BASELINE, SEED}
+    )
+    results = []
+    for setting, group in groups.items():
+        best = _best_configuration(group, mode)
+        objective, change = _objective_change(best, ref_best)
+        if setting == reference:
+            speedup = None if speed[setting] is None else Estimate(1.0, 1.0, 1.0, 1)
+            call = "reference"
         else:
-            text = f"Recommended: {name} {_speed_text(ratio, than)} at {change}; it is {within}."
-    else:
-        text = (
-            "No eager fp32 baseline (precision 32, compile_mode none, matmul_precision "
-            f"highest) finished in this sweep, so speeds are relative to the slowest finished "
-            f"setting, {ref.label}. "
-        )
-        if chosen_setting == reference:  # never a setting against itself
-            text += f"Recommended: {name}, that setting itself: it is {within}."
-        else:
-            text += (
-                f"Recommended: {name} {_speed_text(ratio, ref.label)} at {change}; it is {within}."
+            speedup = _speedup(group, groups[reference])
+            call = "unmeasured" if speedup is None else speed_verdict(speedup)
+        results.append(
+            SettingResult(
+                label=setting_label(*setting, show_matmul=show_matmul),
+                setting=setting,
+                speed=speed[setting],
+                speedup=speedup,
+                speed_call=call,
+                objective=objective,
+                change=change,
+                no_worse=_no_worse(change, mode, tolerance),
+                trials=len(group),
+                seeds=len(best),
+                best_trial=min(best, key=lambda r: rank_key(r, mode)).trial_id,
+                params=", ".join(f"{k}={_short(best[0].axes.get(k))}" for k in varied),
             )
-    return Verdict(metric, mode, tolerance, ref, is_baseline, settings, chosen.trial_id, text)
-
-
-def verdict_table(verdict: Verdict) -> str:
-    """Each setting's speed and objective against the reference, as a text table."""
-    from versatil.tables import format_table
-
-    if verdict.reference is None:
-        return ""
-    reference = "eager fp32" if verdict.is_baseline else "slowest"
-    headers = [
-        "setting",
-        SAMPLES_PER_SEC,
-        f"x {reference}",
-        verdict.metric,
-        f"{verdict.metric} vs {reference}",
-        "trials",
-    ]
-    table = [
-        [
-            s.label,
-            round(s.samples_per_sec, 1),
-            f"{s.speedup:.2f}x",
-            s.objective,
-            "n/a" if s.change is None else percent(s.change),
-            s.trials,
+        )
+    results.sort(
+        key=lambda r: (
+            r.setting != reference,
+            -(r.speedup.value if r.speedup else -math.inf),
+            r.setting,
+        )
+    )
+    ref = results[0]
+    contenders = [r for r in results[1:] if r.speed_call == "faster" and r.no_worse]
+    tied: list[SettingResult] = []
+    chosen = ref
+    if contenders:
+        top = max(contenders, key=lambda r: (r.speedup.value, r.setting))  # type: ignore[union-attr]
+        tied = [
+            r
+            for r in contenders
+            if r is top or r.speedup.high >= top.speedup.low  # type: ignore[union-attr]
         ]
-        for s in verdict.settings
-    ]
-    return format_table(headers, table)
+        chosen = min(tied, key=lambda r: (_complexity(r.setting), -r.speedup.value))  # type: ignore[union-attr]
+        tied = [chosen, *(r for r in tied if r is not chosen)]
+    verdict = Verdict(
+        metric=metric,
+        mode=mode,
+        tolerance=tolerance,
+        reference=ref,
+        is_baseline=is_baseline,
+        settings=results,
+        recommended=chosen.best_trial,
+        recommended_setting=chosen.label,
+        tied=[r.label for r in tied] if len(tied) > 1 else [],
+        text="",
+    )
+    return dataclasses.replace(verdict, text=verdict_text(verdict))
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _slowness(speed: Estimate | None, rows: Sequence[TrialRow]) -> float:
+    if speed is not None:
+        return speed.value
+    raw = [v for v in (value_of(r, THROUGHPUT) for r in rows) if v is not None]
+    return statistics.median(raw) if raw else math.inf

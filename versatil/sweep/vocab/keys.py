@@ -16,6 +16,7 @@ __all__ = [
     "HPARAMS",
     "OBJECTIVE_MISSING",
     "REASON",
+    "SEED",
     "STATUS",
     "flatten",
     "metric_items",
@@ -29,6 +30,12 @@ REASON = "reason"
 
 EPOCH = "epoch"
 """The epoch a result reports (0-based); the MLflow step of its metrics."""
+
+SEED = "seed"
+"""The axis that replicates a configuration: the fit's seed (``replicates: K`` adds it).
+
+Trials that differ only in it are one configuration's replicates.
+"""
 
 HPARAMS = "hparams"
 """The module's hyperparameters, flattened to strings; in a fit's first result only."""

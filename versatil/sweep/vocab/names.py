@@ -11,12 +11,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from versatil.sweep.vocab.keys import SEED
 from versatil.training.spec import NONE, SETTING_ENUMS
 
 __all__ = [
     "CHECKPOINT_ARTIFACT",
     "INT8_SUFFIX",
     "SWEEP_FILE",
+    "configuration_name",
     "experiment_dir_name",
     "experiment_dirs",
     "int8_dir",
@@ -91,6 +93,15 @@ def run_name(axes: Mapping[str, Any], fallback: str) -> str:
             text = _number(value) if isinstance(value, float) else str(value)
             parts.append(f"{name}={text}")
     return "/".join(parts)[:MAX_RUN_NAME] or fallback
+
+
+def configuration_name(axes: Mapping[str, Any]) -> str:
+    """A configuration, whatever its seed: the run name without ``seed=``.
+
+    One configuration's replicates share it (the ``versatil.configuration`` tag), so
+    the MLflow UI's "Group by" shows them together.
+    """
+    return run_name({k: v for k, v in axes.items() if k != SEED}, "default")
 
 
 def int8_run_name(trial_run_name: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "AXES",
     "BEST_TRIAL",
+    "CONFIGURATION",
     "EXPERIMENT_DIR",
     "INT8_BACKEND",
     "INT8_FALLBACK",
@@ -47,6 +48,8 @@ TRIAL_ID = "versatil.trial_id"
 TRIAL_NAME = "versatil.trial_name"
 AXES = "versatil.axes"
 """The names of the sweep's axes, comma-separated: which params the report compares."""
+CONFIGURATION = "versatil.configuration"
+"""The trial's configuration without its seed: one configuration's replicates share it."""
 STATUS = "versatil.status"
 REASON = "versatil.reason"
 TRUNCATED_PARAMS = "versatil.truncated_params"

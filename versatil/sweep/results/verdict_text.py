@@ -1,0 +1,172 @@
+"""The verdict in words and as a table: every speed with its interval, ties said as ties."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from versatil.stats import Estimate
+from versatil.training.metric_names import SAMPLES_PER_SEC
+
+if TYPE_CHECKING:
+    from versatil.sweep.results.verdict import SettingResult, Verdict
+
+__all__ = ["percent", "ratio_text", "verdict_table", "verdict_text"]
+
+
+def percent(change: float) -> str:
+    """A relative change as a signed percentage: ``+30.0%``, ``+0.4%``, ``+0.18%``, ``-0.00%``."""
+    value = 100 * change
+    if abs(value) >= 1:
+        return f"{value:+.1f}%"
+    return f"{value:+.2g}%" if abs(value) >= 0.01 else f"{value:+.2f}%"
+
+
+def _magnitude(change: float) -> str:
+    return percent(change).lstrip("+-")
+
+
+def ci_text(speedup: Estimate, unit: str = "pairs") -> str:
+    """``95% CI 1.80-2.00x, 4 pairs``, or ``no interval`` when the data cannot bound it."""
+    if not speedup.bounded:
+        return "no interval"
+    n = f", {speedup.n} {unit}" if speedup.n > 1 else ""
+    return f"95% CI {speedup.low:.2f}-{speedup.high:.2f}x{n}"
+
+
+def ratio_text(speedup: Estimate, against: str = "") -> str:
+    """``1.90x eager fp32 (95% CI 1.80-2.00x, 4 pairs)``."""
+    return f"{speedup.value:.2f}x {against}".rstrip() + f" ({ci_text(speedup)})"
+
+
+def _named(result: SettingResult) -> str:
+    """The setting with its best configuration's params: ``bf16-mixed + eager (lr=0.01)``."""
+    return f"{result.label} ({result.params})" if result.params else result.label
+
+
+def _listed(result: SettingResult) -> str:
+    """A setting in a list: ``32 + default, 0.97x, 95% CI 0.91-1.04x``."""
+    return f"{result.label}, {result.speedup.value:.2f}x, {ci_text(result.speedup)}"  # type: ignore[union-attr]
+
+
+def _objective_text(result: SettingResult, metric: str) -> str:
+    change = result.change
+    if change is None:
+        return f"{metric} {result.objective.value:.4g}"
+    if change.bounded and result.seeds > 1:
+        half = (change.high - change.low) / 2
+        text = f"{metric} {percent(change.value)} ± {_magnitude(half)} over {result.seeds} seeds"
+    else:
+        text = f"{metric} {percent(change.value)} (one seed)"
+    return f"{text}: {'no worse' if result.no_worse else 'worse'}"
+
+
+def _against(verdict: Verdict) -> str:
+    return "eager fp32" if verdict.is_baseline else verdict.reference.label  # type: ignore[union-attr]
+
+
+def _closest(verdict: Verdict) -> SettingResult | None:
+    measured = [r for r in verdict.settings[1:] if r.speedup is not None]
+    if not measured:
+        return None
+    return max(measured, key=lambda r: (r.no_worse, r.speedup.value))  # type: ignore[union-attr]
+
+
+def verdict_text(verdict: Verdict) -> str:
+    """The verdict's sentence: the recommendation with its interval, or why none beat the rest."""
+    ref = verdict.reference
+    assert ref is not None
+    against = _against(verdict)
+    prefix = ""
+    if not verdict.is_baseline:
+        prefix = (
+            "No eager fp32 baseline (precision 32, compile_mode none, matmul_precision "
+            f"highest) finished in this sweep, so settings are compared with the slowest "
+            f"finished setting, {ref.label}. "
+        )
+    chosen = next(r for r in verdict.settings if r.label == verdict.recommended_setting)
+    if chosen is not ref:
+        text = (
+            f"Recommended: {_named(chosen)}: {ratio_text(chosen.speedup, against)}; "  # type: ignore[arg-type]
+            f"{_objective_text(chosen, verdict.metric)} (tolerance {verdict.tolerance:.1%})."
+        )
+        if verdict.tied:
+            others = [r for r in verdict.settings if r.label in verdict.tied[1:]]
+            listed = "; ".join(_listed(r) for r in others)
+            text += f" Tied with it on speed, within noise: {listed}; the simpler setting wins."
+        return prefix + text
+    if ref.speed is None or all(r.speedup is None for r in verdict.settings[1:]):
+        why = (
+            "Throughput was not timed long enough to compare settings (a fit needs at least "
+            "3 windows of training; see throughput_too_short on its run). "
+        )
+    else:
+        closest = _closest(verdict)
+        why = f"No setting beats {against} beyond noise"
+        if closest is not None:
+            why += f" (closest: {_listed(closest)})"
+        why += ". "
+        worse = [r for r in verdict.settings[1:] if r.speed_call == "faster" and not r.no_worse]
+        if worse:
+            why += (
+                "Faster but worse: "
+                + " / ".join(f"{_listed(r)}, {_objective_text(r, verdict.metric)}" for r in worse)
+                + ". "
+            )
+    itself = "the eager fp32 baseline" if verdict.is_baseline else "the reference"
+    return f"{prefix}{why}Recommended: {_named(ref)}, {itself} (trial {ref.best_trial})."
+
+
+def _interval(estimate: Estimate | None, digits: int = 1) -> str:
+    if estimate is None or not estimate.bounded:
+        return "n/a"
+    return f"{estimate.low:.{digits}f}-{estimate.high:.{digits}f}"
+
+
+def verdict_table(verdict: Verdict) -> str:
+    """Each setting's speed and objective against the reference, with their intervals."""
+    from versatil.tables import format_table
+
+    if verdict.reference is None:
+        return ""
+    against = "eager fp32" if verdict.is_baseline else "slowest"
+    metric = verdict.metric
+    headers = [
+        "setting",
+        SAMPLES_PER_SEC,
+        "95% CI",
+        f"x {against}",
+        "95% CI",
+        "speed",
+        f"{metric} (mean)",
+        f"vs {against}",
+        metric,
+        "seeds",
+        "trials",
+    ]
+    table = []
+    for s in verdict.settings:
+        change = s.change
+        if s.speed_call == "reference":
+            vs = "-"
+        elif change is None:
+            vs = "n/a"
+        elif change.bounded and s.seeds > 1:
+            vs = f"{percent(change.value)} ± {_magnitude((change.high - change.low) / 2)}"
+        else:
+            vs = percent(change.value)
+        table.append(
+            [
+                s.label,
+                "n/a" if s.speed is None else round(s.speed.value, 1),
+                _interval(s.speed),
+                "n/a" if s.speedup is None else f"{s.speedup.value:.2f}x",
+                _interval(s.speedup, 2),
+                s.speed_call,
+                f"{s.objective.value:.6g}",
+                vs,
+                "no worse" if s.no_worse else "worse",
+                s.seeds,
+                s.trials,
+            ]
+        )
+    return format_table(headers, table)
