@@ -35,8 +35,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from versatil.stats import Estimate, difference_ci, mean_ci, ratio_of, same_value, speed_verdict
+from versatil.sweep.results.answer import Setting, SettingResult, Verdict
 from versatil.sweep.results.ranking import rank_key
 from versatil.sweep.results.rows import TrialRow, full_budget, value_of
+from versatil.sweep.results.verdict_text import verdict_text
 from versatil.sweep.vocab.keys import SEED
 from versatil.training.metric_names import SAMPLES_PER_SEC
 from versatil.training.spec import setting_label
@@ -54,122 +56,6 @@ BASELINE = {"precision": "32", "compile_mode": "none", "matmul_precision": "high
 """Eager fp32: the settings every other setting's speed is compared with."""
 
 THROUGHPUT = SAMPLES_PER_SEC
-
-Setting = tuple[str, str, str]
-
-
-@dataclasses.dataclass(frozen=True)
-class SettingResult:
-    """One setting's finished trials, against the reference.
-
-    Attributes:
-        label: The setting in words (``bf16-mixed + default``).
-        setting: Its precision, compile mode and matmul precision.
-        speed: Its samples/s with an interval (its trials' median, their intervals' hull);
-            ``None`` when no trial was timed long enough.
-        speedup: Its speed over the reference's, with an interval; ``None`` if unmeasured.
-        speed_call: ``faster``, ``slower``, ``tie``, ``unmeasured`` or ``reference``.
-        objective: Its best configuration's objective: the mean over seeds, with an interval.
-        change: The objective's difference from the reference's, relative to it, with an
-            interval over seeds (``None`` when the reference's objective is 0).
-        no_worse: Whether the objective passes the non-inferiority rule.
-        trials: How many of its trials finished.
-        seeds: How many seeds its best configuration trained with.
-        best_trial: The best trial of its best configuration.
-        params: Its best configuration's params that vary in the sweep (``lr=0.01``).
-    """
-
-    label: str
-    setting: Setting
-    speed: Estimate | None
-    speedup: Estimate | None
-    speed_call: str
-    objective: Estimate
-    change: Estimate | None
-    no_worse: bool
-    trials: int
-    seeds: int
-    best_trial: str
-    params: str = ""
-
-    @property
-    def samples_per_sec(self) -> float | None:
-        """The setting's median samples/s, or ``None``."""
-        return None if self.speed is None else self.speed.value
-
-    def as_dict(self) -> dict[str, Any]:
-        """The setting as plain values (``report --format json``)."""
-        out: dict[str, Any] = {
-            "label": self.label,
-            "precision": self.setting[0],
-            "compile_mode": self.setting[1],
-            "matmul_precision": self.setting[2],
-            "trials": self.trials,
-            "seeds": self.seeds,
-            "best_trial": self.best_trial,
-            "params": self.params,
-            "speed": self.speed_call,
-            "no_worse": self.no_worse,
-        }
-        out.update(_bounds(SAMPLES_PER_SEC, self.speed))
-        out.update(_bounds("speedup", self.speedup))
-        out.update(_bounds("objective", self.objective))
-        out.update(_bounds("objective_change", self.change))
-        return out
-
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    """What a sweep says: settings against a reference, and the recommendation.
-
-    Attributes:
-        metric: The primary objective.
-        mode: Its mode.
-        tolerance: How much worse than the reference still counts as no worse (relative).
-        reference: The setting the others are compared with (``None``: nothing finished).
-        is_baseline: Whether the reference is eager fp32 (else the slowest setting).
-        settings: Every setting, the reference first, then the fastest first.
-        recommended: The recommended setting's best trial id.
-        recommended_setting: The recommended setting's label.
-        tied: The settings tied with the recommended one on speed (labels), itself first.
-        text: The verdict in words.
-    """
-
-    metric: str
-    mode: str
-    tolerance: float
-    reference: SettingResult | None
-    is_baseline: bool
-    settings: list[SettingResult]
-    recommended: str | None
-    recommended_setting: str | None
-    tied: list[str]
-    text: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """The verdict as plain values: the recommendation, the ties and the sentence."""
-        return {
-            "metric": self.metric,
-            "mode": self.mode,
-            "tolerance": self.tolerance,
-            "reference": None if self.reference is None else self.reference.label,
-            "reference_is_baseline": self.is_baseline,
-            "recommended": self.recommended_setting,
-            "recommended_trial": self.recommended,
-            "tied": list(self.tied),
-            "text": self.text,
-        }
-
-
-def _bounds(name: str, estimate: Estimate | None) -> dict[str, float | None]:
-    if estimate is None:
-        return {name: None, f"{name}_ci_low": None, f"{name}_ci_high": None}
-    finite = estimate.bounded
-    return {
-        name: estimate.value,
-        f"{name}_ci_low": estimate.low if finite else None,
-        f"{name}_ci_high": estimate.high if finite else None,
-    }
 
 
 def setting_of(axes: Mapping[str, Any]) -> Setting:
@@ -292,8 +178,6 @@ def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float =
         tolerance: A setting's objective may be this much worse than the reference's
             (relative) and still count as no worse.
     """
-    from versatil.sweep.results.verdict_text import verdict_text
-
     finished = [r for r in rows if full_budget(r) and value_of(r, metric) is not None]
     if not finished:
         text = f"No trial finished with a finite {metric}: nothing to recommend."

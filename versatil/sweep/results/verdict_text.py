@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from versatil.stats import Estimate
+from versatil.sweep.results.answer import SettingResult, Verdict
 from versatil.training.metric_names import SAMPLES_PER_SEC
-
-if TYPE_CHECKING:
-    from versatil.sweep.results.verdict import SettingResult, Verdict
 
 __all__ = ["percent", "ratio_text", "verdict_table", "verdict_text"]
 

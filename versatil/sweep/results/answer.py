@@ -1,0 +1,128 @@
+"""The answer's types: one setting against the reference, and the verdict over them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from versatil.stats import Estimate
+from versatil.training.metric_names import SAMPLES_PER_SEC
+
+__all__ = ["Setting", "SettingResult", "Verdict"]
+
+Setting = tuple[str, str, str]
+"""A precision, compile mode and matmul precision."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingResult:
+    """One setting's finished trials, against the reference.
+
+    Attributes:
+        label: The setting in words (``bf16-mixed + default``).
+        setting: Its precision, compile mode and matmul precision.
+        speed: Its samples/s with an interval (its trials' median, their intervals' hull);
+            ``None`` when no trial was timed long enough.
+        speedup: Its speed over the reference's, with an interval; ``None`` if unmeasured.
+        speed_call: ``faster``, ``slower``, ``tie``, ``unmeasured`` or ``reference``.
+        objective: Its best configuration's objective: the mean over seeds, with an interval.
+        change: The objective's difference from the reference's, relative to it, with an
+            interval over seeds (``None`` when the reference's objective is 0).
+        no_worse: Whether the objective passes the non-inferiority rule.
+        trials: How many of its trials finished.
+        seeds: How many seeds its best configuration trained with.
+        best_trial: The best trial of its best configuration.
+        params: Its best configuration's params that vary in the sweep (``lr=0.01``).
+    """
+
+    label: str
+    setting: Setting
+    speed: Estimate | None
+    speedup: Estimate | None
+    speed_call: str
+    objective: Estimate
+    change: Estimate | None
+    no_worse: bool
+    trials: int
+    seeds: int
+    best_trial: str
+    params: str = ""
+
+    @property
+    def samples_per_sec(self) -> float | None:
+        """The setting's median samples/s, or ``None``."""
+        return None if self.speed is None else self.speed.value
+
+    def as_dict(self) -> dict[str, Any]:
+        """The setting as plain values (``report --format json``)."""
+        out: dict[str, Any] = {
+            "label": self.label,
+            "precision": self.setting[0],
+            "compile_mode": self.setting[1],
+            "matmul_precision": self.setting[2],
+            "trials": self.trials,
+            "seeds": self.seeds,
+            "best_trial": self.best_trial,
+            "params": self.params,
+            "speed": self.speed_call,
+            "no_worse": self.no_worse,
+        }
+        out.update(_bounds(SAMPLES_PER_SEC, self.speed))
+        out.update(_bounds("speedup", self.speedup))
+        out.update(_bounds("objective", self.objective))
+        out.update(_bounds("objective_change", self.change))
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What a sweep says: settings against a reference, and the recommendation.
+
+    Attributes:
+        metric: The primary objective.
+        mode: Its mode.
+        tolerance: How much worse than the reference still counts as no worse (relative).
+        reference: The setting the others are compared with (``None``: nothing finished).
+        is_baseline: Whether the reference is eager fp32 (else the slowest setting).
+        settings: Every setting, the reference first, then the fastest first.
+        recommended: The recommended setting's best trial id.
+        recommended_setting: The recommended setting's label.
+        tied: The settings tied with the recommended one on speed (labels), itself first.
+        text: The verdict in words.
+    """
+
+    metric: str
+    mode: str
+    tolerance: float
+    reference: SettingResult | None
+    is_baseline: bool
+    settings: list[SettingResult]
+    recommended: str | None
+    recommended_setting: str | None
+    tied: list[str]
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The verdict as plain values: the recommendation, the ties and the sentence."""
+        return {
+            "metric": self.metric,
+            "mode": self.mode,
+            "tolerance": self.tolerance,
+            "reference": None if self.reference is None else self.reference.label,
+            "reference_is_baseline": self.is_baseline,
+            "recommended": self.recommended_setting,
+            "recommended_trial": self.recommended,
+            "tied": list(self.tied),
+            "text": self.text,
+        }
+
+
+def _bounds(name: str, estimate: Estimate | None) -> dict[str, float | None]:
+    if estimate is None:
+        return {name: None, f"{name}_ci_low": None, f"{name}_ci_high": None}
+    finite = estimate.bounded
+    return {
+        name: estimate.value,
+        f"{name}_ci_low": estimate.low if finite else None,
+        f"{name}_ci_high": estimate.high if finite else None,
+    }
