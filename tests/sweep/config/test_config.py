@@ -399,3 +399,30 @@ def test_a_missing_objective_names_every_missing_metric():
         "objective.metrics: 'acc' was not logged by the module in epoch 0; it logged val_loss"
     )
     assert failed["val_loss"] == float("inf") and failed["acc"] == float("-inf")
+
+
+def test_replicates_are_validated_with_field_value_and_choices():
+    base = {"name": "r", "task": {"name": "reaching"}, "space": {"lr": 0.01}}
+    assert validate_sweep(base).replicates == 1
+    config = validate_sweep({**base, "replicates": 3, "trainer": {"seed": 5}})
+    assert config.replicate_seeds() == [5, 6, 7] and config.axis_names == ["lr", "seed"]
+    with pytest.raises(ConfigError, match=r"replicates: .*greater than or equal to 1"):
+        validate_sweep({**base, "replicates": 0})
+    with pytest.raises(ConfigError, match=r"replicates: 2 .* an axis 'seed'; remove one"):
+        validate_sweep({**base, "replicates": 2, "space": {"seed": {"grid": [0, 1]}}})
+    pbt = {"type": "pbt", "hyperparam_mutations": {"lr": {"uniform": [0.01, 0.1]}}}
+    with pytest.raises(ConfigError, match=r"replicates: 2 cannot replicate PBT"):
+        validate_sweep({**base, "replicates": 2, "scheduler": pbt})
+
+
+def test_a_seed_axis_is_the_fits_seed_not_a_task_param():
+    from versatil.sweep.config.checks import check_task
+    from versatil.sweep.config.trial import train_config_for
+
+    config = validate_sweep(
+        {"name": "r", "task": {"name": "reaching"}, "space": {"seed": {"grid": [3, 4]}}}
+    )
+    check_task(config)  # no "not a param of task" error
+    run = train_config_for({"seed": 4, "precision": "32"}, config)
+    assert run.seed == 4 and "seed" not in run.params
+    assert train_config_for({"precision": "32"}, config).seed == config.trainer.seed

@@ -74,3 +74,79 @@ def test_the_search_algorithm_keeps_max_concurrent_trials(sweep_config):
         )
         assert searcher.next_trial() is not None
         assert searcher.next_trial() is None  # the first is still running
+
+
+def test_replicates_repeat_each_configuration_once_per_seed(sweep_config):
+    """Grid and random sweeps: each configuration, sampled values included, once per seed."""
+    for search in (
+        {"algorithm": "grid", "num_samples": 1},
+        {"algorithm": "random", "num_samples": 3},
+    ):
+        config = sweep_config(
+            space={"precision": ["32", "bf16-mixed"], "lr": {"loguniform": [1e-4, 1e-1]}},
+            search=search,
+            replicates=3,
+            trainer={"max_epochs": 1, "accelerator": "cpu", "seed": 7},
+        )
+        assert config.axis_names == ["precision", "lr", "seed"]
+        started = [dict(zip(config.axis_names, t, strict=True)) for t in started_by(config)]
+        listed = expand_trials(config)
+        assert started == listed
+        per_seed = len(listed) // 3
+        assert per_seed == (2 if search["algorithm"] == "grid" else 3)
+        # Seeds vary slowest: the first seed's trials first; the same configurations again.
+        for i, seed in enumerate((7, 8, 9)):
+            block = listed[i * per_seed : (i + 1) * per_seed]
+            assert {t["seed"] for t in block} == {seed}
+            assert [(t["precision"], t["lr"]) for t in block] == [
+                (t["precision"], t["lr"]) for t in listed[:per_seed]
+            ]
+        assert all(isinstance(t["lr"], float) for t in listed)
+
+
+def test_optuna_replicates_through_tunes_repeater(sweep_config):
+    from ray.tune.search import SearchGenerator
+
+    config = sweep_config(
+        space={"lr": {"loguniform": [1e-4, 1e-1]}},
+        search={"algorithm": "optuna", "num_samples": 2},
+        replicates=2,
+    )
+    assert _num_samples(config) == 4
+    searcher = _make_searcher(config)
+    searcher.set_search_properties("val_loss", "min", build_param_space(config))
+    generator = SearchGenerator(searcher)
+
+    def trainable(config):
+        pass
+
+    generator.add_configurations(
+        [Experiment(config.name, run=trainable, config=build_param_space(config), num_samples=4)]
+    )
+    first, second = generator.next_trial(), generator.next_trial()
+    assert (first.config["seed"], second.config["seed"]) == (0, 1)
+    assert first.config["lr"] == second.config["lr"]
+    assert "__trial_index__" not in first.config
+
+
+def started_by(config):
+    """Like :func:`started_by_tune`, every axis (the seed included)."""
+    searcher = _make_searcher(config.model_copy(update={"max_concurrent_trials": None}))
+
+    def trainable(config):
+        pass
+
+    searcher.add_configurations(
+        [
+            Experiment(
+                config.name,
+                run=trainable,
+                config=build_param_space(config),
+                num_samples=_num_samples(config),
+            )
+        ]
+    )
+    started = []
+    while (trial := searcher.next_trial()) is not None:
+        started.append(tuple(trial.config[n] for n in config.axis_names))
+    return started

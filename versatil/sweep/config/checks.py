@@ -18,7 +18,7 @@ import pydantic
 from versatil.errors import ConfigError, describe_validation_error, did_you_mean
 from versatil.sweep.config.axes import ENUM_AXES, NumericAxis
 from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.vocab.keys import BOOKKEEPING
+from versatil.sweep.vocab.keys import BOOKKEEPING, SEED
 from versatil.training.metric_names import THROUGHPUT_METRICS
 from versatil.training.tasks import params_model_for
 
@@ -68,7 +68,8 @@ def check_task(config: SweepConfig) -> None:
     valid = sorted(model.model_fields)
     errors: list[str] = []
     named = [(f"task.params.{name}", name) for name in config.task.params]
-    named += [(f"space.{name}", name) for name in config.space if name not in ENUM_AXES]
+    swept_params = [n for n in config.space if n not in ENUM_AXES and n != SEED]
+    named += [(f"space.{name}", name) for name in swept_params]
     named += [
         (f"scheduler.hyperparam_mutations.{name}", name)
         for name in config.scheduler.hyperparam_mutations
@@ -84,7 +85,7 @@ def check_task(config: SweepConfig) -> None:
         raise ConfigError("; ".join(errors))
     # Values: the fixed params, then each swept value in turn (choices, or range bounds).
     errors += _value_errors(model, config.task.params, "task.params", None)
-    swept = [("space", n, a) for n, a in config.space.items() if n not in ENUM_AXES]
+    swept = [("space", n, config.space[n]) for n in swept_params]
     mutations = config.scheduler.hyperparam_mutations.items()
     swept += [("scheduler.hyperparam_mutations", n, a) for n, a in mutations]
     for section, name, axis in swept:

@@ -63,11 +63,16 @@ def check_limits(config: SweepConfig, source: str = "sweep") -> None:
             combos *= len(axis)
         elif is_grid(axis):
             combos *= len(axis.args)
-    if samples > MAX_TRIALS or samples * combos > MAX_TRIALS:
+    replicates = config.replicates
+    if samples > MAX_TRIALS or samples * combos * replicates > MAX_TRIALS:
         errors.append(
-            f"search.num_samples: {samples} samples of {combos} grid combinations are more "
-            f"than {MAX_TRIALS} trials"
+            f"search.num_samples: {samples} samples of {combos} grid combinations"
+            + (f", {replicates} seeds each," if replicates > 1 else "")
+            + f" are more than {MAX_TRIALS} trials"
         )
+    last_seed = config.trainer.seed + replicates - 1
+    if replicates > 1 and last_seed > MAX_SEED:
+        errors.append(f"replicates: {replicates} seeds from trainer.seed run past {MAX_SEED}")
     if errors:
         raise ConfigError(f"{source}: " + "; ".join(errors))
 

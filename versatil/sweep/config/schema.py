@@ -25,6 +25,7 @@ from versatil.sweep.config.sections import (
     TaskSection,
     TrainerSection,
 )
+from versatil.sweep.vocab.keys import SEED
 
 __all__ = ["SweepConfig"]
 
@@ -44,6 +45,13 @@ class SweepConfig(pydantic.BaseModel):
         description="Axes: precision/compile_mode/matmul_precision (enum axes) and task params.",
     )
     search: SearchSection = pydantic.Field(default_factory=SearchSection)
+    replicates: int = pydantic.Field(
+        1,
+        ge=1,
+        le=100,
+        description="Seeds per configuration: each trains with trainer.seed, trainer.seed+1, "
+        "...; the objective is then a mean with its interval over seeds.",
+    )
     scheduler: SchedulerSection = pydantic.Field(default_factory=SchedulerSection)
     resources: ResourcesSection = pydantic.Field(default_factory=ResourcesSection)
     max_concurrent_trials: int | None = pydantic.Field(
@@ -94,6 +102,16 @@ class SweepConfig(pydantic.BaseModel):
         if self.scheduler.type == "pbt":
             errors += self._mutation_errors()
         errors += self._scheduler_metric_errors()
+        if self.replicates > 1 and SEED in self.space:
+            errors.append(
+                f"replicates: {self.replicates} seeds each configuration itself, and the space "
+                f"also has an axis {SEED!r}; remove one of them"
+            )
+        if self.replicates > 1 and self.scheduler.type == "pbt":
+            errors.append(
+                f"replicates: {self.replicates} cannot replicate PBT's trials, whose params "
+                "change mid-trial; use 1, or scheduler fifo or asha"
+            )
         if self.resources.workers_per_trial > 1 and self.scheduler.type == "pbt":
             errors.append("resources.workers_per_trial: PBT runs single-worker trials; use 1")
         if errors:
@@ -139,6 +157,15 @@ class SweepConfig(pydantic.BaseModel):
                     f"{did_you_mean(name, known)}; choose from {', '.join(known) or 'none'}"
                 )
         return errors
+
+    @property
+    def axis_names(self) -> list[str]:
+        """The axes a trial's config holds: the space's, and ``seed`` with replicates."""
+        return [*self.space, SEED] if self.replicates > 1 else list(self.space)
+
+    def replicate_seeds(self) -> list[int]:
+        """The seeds each configuration trains with: ``trainer.seed`` onwards."""
+        return [self.trainer.seed + i for i in range(self.replicates)]
 
     @property
     def experiment_name(self) -> str:

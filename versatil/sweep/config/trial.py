@@ -11,6 +11,7 @@ from typing import Any
 
 from versatil.sweep.config.axes import ENUM_AXES
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.vocab.keys import SEED
 from versatil.training.config import TrainConfig
 from versatil.training.spec import NONE
 
@@ -23,19 +24,26 @@ def worst_value(mode: str) -> float:
 
 
 def train_config_for(axes: dict[str, Any], sweep: SweepConfig) -> TrainConfig:
-    """The run configuration of one trial: the sweep's fixed parts plus the trial's axes."""
+    """The run configuration of one trial: the sweep's fixed parts plus the trial's axes.
+
+    A ``seed`` axis (a replicate's) is the fit's seed, not a task param.
+    """
     settings = {name: axes[name] for name in ENUM_AXES if name in axes}
     for name in ("compile_mode", "matmul_precision"):
         if settings.get(name) == NONE:
             settings[name] = None
-    params = {**sweep.task.params, **{k: v for k, v in axes.items() if k not in ENUM_AXES}}
+    params = {
+        **sweep.task.params,
+        **{k: v for k, v in axes.items() if k not in ENUM_AXES and k != SEED},
+    }
+    seed = axes.get(SEED)
     return TrainConfig.from_mapping(
         {
             "task": sweep.task.name,
             "params": params,
             "max_epochs": sweep.trainer.max_epochs,
             "accelerator": sweep.trainer.accelerator,
-            "seed": sweep.trainer.seed,
+            "seed": sweep.trainer.seed if seed is None else int(seed),
             **settings,
         }
     )

@@ -38,7 +38,7 @@ class ProgressPrinter:
         print(f"[{time.perf_counter() - self.start:6.1f}s] {text}", file=self.stream, flush=True)
 
     def _line(self, trial: Any, result: dict[str, Any]) -> None:
-        axes = " ".join(f"{k}={trial.config.get(k)}" for k in self.config.space)
+        axes = " ".join(f"{k}={trial.config.get(k)}" for k in self.config.axis_names)
         status = result.get(STATUS, "")
         if status in (TrialStatus.INFEASIBLE, TrialStatus.FAILED):
             self._print(f"{trial.trial_id} {status}: {result.get(REASON, '')} ({axes})")

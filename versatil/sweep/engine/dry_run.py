@@ -34,7 +34,7 @@ def print_dry_run(config: SweepConfig) -> None:
     """
     check_task(config)
     trials = trial_feasibility(config)
-    names = list(config.space)
+    names = config.axis_names
     rows = [
         [i, *(axes.get(n) for n in names), "yes" if reason is None else f"no: {reason}"]
         for i, (axes, reason) in enumerate(trials)

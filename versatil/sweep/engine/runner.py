@@ -179,7 +179,7 @@ def rows_from_results(
                 epochs=reported.get(trial_id) or _epochs_reported(result),
                 error=error,
                 checkpoint=result.checkpoint.path if result.checkpoint else None,
-                axes=list(config.space),
+                axes=config.axis_names,
                 objective=config.objective.metric,
             )
         )

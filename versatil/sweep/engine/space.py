@@ -12,6 +12,7 @@ from typing import Any
 
 from versatil.sweep.config.axes import ENUM_AXES, NumericAxis
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.vocab.keys import SEED
 
 __all__ = [
     "build_param_space",
@@ -19,6 +20,7 @@ __all__ = [
     "expand_trials",
     "grid_points",
     "numeric_domain",
+    "replicate_points",
 ]
 
 
@@ -55,6 +57,9 @@ def build_param_space(config: SweepConfig) -> dict[str, Any]:
             space[name] = numeric_domain(axis)
         else:
             space[name] = axis
+    if config.replicates > 1 and config.search.algorithm != "optuna":
+        # Every trial is a point holding its seed (replicate_points); Tune wants the key here.
+        space[SEED] = tune.choice(config.replicate_seeds())
     return space
 
 
@@ -93,16 +98,19 @@ def grid_points(config: SweepConfig) -> list[dict[str, Any]]:
     return _combinations(axes, [*others, *settings])
 
 
-def expand_trials(config: SweepConfig) -> list[dict[str, Any]]:
+def expand_trials(config: SweepConfig, draw: bool = False) -> list[dict[str, Any]]:
     """The trials a sweep will run, for ``--dry-run``; needs no Ray.
 
     Grid sweeps expand to the exact cross product of their grid axes (enum axes and
     ``grid`` numeric axes), times ``num_samples``, in the order they start
-    (:func:`grid_points`); sampled axes show their distribution.
+    (:func:`grid_points`); sampled axes show their distribution unless ``draw`` (or with
+    replicates, whose draws are made here).
     Random and Optuna sweeps show ``num_samples`` draws (seeded); Optuna's own choices
-    adapt to results, so its draws are indicative.
+    adapt to results, so its draws are indicative. With replicates, every trial is
+    repeated once per seed, all the first seed's trials first.
     """
     grid = config.search.algorithm == "grid"
+    draw = draw or config.replicates > 1  # replicates: the draws made here are the trials
     rng = random.Random(config.search.seed)
     points = grid_points(config) if grid else _tune_order(_grid_axes(config))
     trials = []
@@ -115,11 +123,23 @@ def expand_trials(config: SweepConfig) -> list[dict[str, Any]]:
                 elif name in ENUM_AXES:
                     trial[name] = rng.choice(axis)
                 elif isinstance(axis, NumericAxis):
-                    trial[name] = _draw(axis, rng) if not grid else describe_axis(axis)
+                    trial[name] = _draw(axis, rng) if draw or not grid else describe_axis(axis)
                 else:
                     trial[name] = axis
             trials.append(trial)
-    return trials
+    if config.replicates == 1:
+        return trials
+    return [{**trial, SEED: seed} for seed in config.replicate_seeds() for trial in trials]
+
+
+def replicate_points(config: SweepConfig) -> list[dict[str, Any]]:
+    """Every trial of a grid or random sweep with replicates, drawn here, seeds slowest.
+
+    Tune draws a sampled axis again for every grid point, so a seed given as a grid axis
+    would not repeat a configuration; these points are whole configurations, each given
+    once per seed (see :func:`expand_trials`).
+    """
+    return expand_trials(config, draw=True)
 
 
 def _tune_order(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:

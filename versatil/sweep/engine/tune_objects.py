@@ -6,27 +6,42 @@ from typing import Any
 
 from versatil.sweep.config.axes import NumericAxis
 from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.engine.space import grid_points, numeric_domain
-from versatil.sweep.vocab.keys import OBJECTIVE_MISSING
+from versatil.sweep.engine.space import grid_points, numeric_domain, replicate_points
+from versatil.sweep.vocab.keys import OBJECTIVE_MISSING, SEED
 
 __all__ = ["make_scheduler", "make_searcher", "num_samples", "objective_stopper"]
 
 
 # Registries of lazy imports: a sweep that uses FIFO never imports optuna.
 def make_searcher(config: SweepConfig) -> Any:
-    """The sweep's searcher: Optuna, or Tune's generator for random and grid search."""
+    """The sweep's searcher: Optuna, or Tune's generator for random and grid search.
+
+    With replicates, Optuna's suggestions are repeated by Tune's ``Repeater`` (Optuna sees
+    each configuration's mean over its seeds), and grid and random sweeps are given their
+    trials as points, each configuration once per seed (:func:`replicate_points`).
+    """
     if config.search.algorithm == "optuna":
         from ray.tune.search.optuna import OptunaSearch
 
         if config.objective.is_multi:  # Optuna's multi-objective sampler; not via TuneConfig
             metrics, modes = zip(*config.objective.objectives, strict=True)
-            return OptunaSearch(metric=list(metrics), mode=list(modes), seed=config.search.seed)
-        return OptunaSearch(seed=config.search.seed)
+            optuna = OptunaSearch(metric=list(metrics), mode=list(modes), seed=config.search.seed)
+        else:
+            optuna = OptunaSearch(seed=config.search.seed)
+        if config.replicates == 1:
+            return optuna
+        return _seeded_repeater(optuna, config.replicate_seeds())
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
     # Tune ignores TuneConfig.max_concurrent_trials for a generator it is handed: the
     # generator itself takes the limit.
     limit = config.max_concurrent_trials or 0
+    if config.replicates > 1:
+        return BasicVariantGenerator(
+            points_to_evaluate=replicate_points(config),
+            random_state=config.search.seed,
+            max_concurrent=limit,
+        )
     if config.search.algorithm == "random":
         return BasicVariantGenerator(random_state=config.search.seed, max_concurrent=limit)
     # Grid: every combination given as a point, in the order of grid_points (each
@@ -38,10 +53,28 @@ def make_searcher(config: SweepConfig) -> Any:
 
 
 def num_samples(config: SweepConfig) -> int:
-    """Tune's ``num_samples``: a grid sweep's points each take one sample."""
+    """Tune's ``num_samples``: a grid sweep's points each take one sample; times replicates."""
+    if config.replicates > 1 and config.search.algorithm != "optuna":
+        return len(replicate_points(config))
     if config.search.algorithm == "grid":
         return len(grid_points(config)) * config.search.num_samples
-    return config.search.num_samples
+    return config.search.num_samples * config.replicates
+
+
+def _seeded_repeater(searcher: Any, seeds: list[int]) -> Any:
+    """Tune's ``Repeater`` around ``searcher``, each repeat's index turned into its seed."""
+    from ray.tune.search import Repeater
+    from ray.tune.search.repeater import TRIAL_INDEX
+
+    class SeededRepeater(Repeater):
+        def suggest(self, trial_id: str) -> Any:
+            config = super().suggest(trial_id)
+            if isinstance(config, dict) and TRIAL_INDEX in config:
+                config = dict(config)
+                config[SEED] = seeds[config.pop(TRIAL_INDEX)]
+            return config
+
+    return SeededRepeater(searcher, repeat=len(seeds), set_index=True)
 
 
 def make_scheduler(config: SweepConfig) -> Any:

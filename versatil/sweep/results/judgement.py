@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from versatil.sweep.results.pareto import Ranking, rank_rows
 from versatil.sweep.results.ranking import best_on_front, best_row, pareto_marks, summary_marks
+from versatil.sweep.results.replicates import replicate_tags, replicates_table
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.results.table import summary_table
 from versatil.sweep.results.verdict import Verdict, make_verdict
@@ -30,6 +31,7 @@ class Judgement:
         marks: ``*`` best, ``P`` Pareto, per trial id.
         ranking: The Pareto ranking, for a multi-objective sweep; else ``None``.
         verdict: Speeds against eager fp32 and the recommendation.
+        rows: The rows judged.
     """
 
     objectives: list[tuple[str, str]]
@@ -37,19 +39,24 @@ class Judgement:
     marks: dict[str, str]
     ranking: Ranking | None
     verdict: Verdict
+    rows: Sequence[TrialRow] = ()
 
     def child_tags(self) -> dict[str, dict[str, str]]:
-        """Per trial id, its ``versatil.pareto`` (and rank and level) tags; multi-objective only."""
+        """Per trial id: its objective over seeds (replicates) and its Pareto tags."""
+        out = replicate_tags(self.rows)
         if self.ranking is None:
-            return {}
+            return out
         ranking = self.ranking
-        out = {t: {tags.PARETO: "false"} for t in ranking.left_out}
+        for t in ranking.left_out:
+            out.setdefault(t, {})[tags.PARETO] = "false"
         for trial, place in ranking.rank.items():
-            out[trial] = {
-                tags.PARETO: str(ranking.level[trial] == 1).lower(),
-                tags.PARETO_RANK: str(place),
-                tags.PARETO_LEVEL: str(ranking.level[trial]),
-            }
+            out.setdefault(trial, {}).update(
+                {
+                    tags.PARETO: str(ranking.level[trial] == 1).lower(),
+                    tags.PARETO_RANK: str(place),
+                    tags.PARETO_LEVEL: str(ranking.level[trial]),
+                }
+            )
         return out
 
 
@@ -62,10 +69,10 @@ def judge(
     verdict = make_verdict(rows, metric, mode, tolerance)
     if len(objectives) == 1:
         best = best_row(rows, mode)
-        return Judgement(objectives, best, summary_marks(rows, mode), None, verdict)
+        return Judgement(objectives, best, summary_marks(rows, mode), None, verdict, rows)
     ranking = rank_rows(rows, objectives)
     best = best_on_front(rows, ranking)
-    return Judgement(objectives, best, pareto_marks(rows, ranking), ranking, verdict)
+    return Judgement(objectives, best, pareto_marks(rows, ranking), ranking, verdict, rows)
 
 
 def _legend(judgement: Judgement) -> str:
@@ -104,7 +111,8 @@ def summary_text(
     ranks = judgement.ranking.rank if judgement.ranking is not None else None
     others = [m for m, _ in judgement.objectives[1:]]
     table = summary_table(rows, metric, judgement.marks, other_objectives=others, ranks=ranks)
-    parts = [table, _legend(judgement), *(s for s in sections if s)]
+    parts = [table, _legend(judgement), replicates_table(rows, metric)]
+    parts = [p for p in (*parts, *sections) if p]
     speeds = verdict_table(judgement.verdict)
     if speeds:
         parts.append(speeds)

@@ -141,5 +141,5 @@ def row_from_record(record: TrialRecord, axes: Sequence[str], objective: str) ->
 
 def rows_from_records(records: Sequence[TrialRecord], config: Any) -> list[TrialRow]:
     """Summary rows of a sweep from Tune's records alone (no Ray, no tracking store)."""
-    axes = list(config.space)
+    axes = config.axis_names
     return [row_from_record(record, axes, config.objective.metric) for record in records]

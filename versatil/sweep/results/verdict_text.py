@@ -153,8 +153,8 @@ def verdict_table(verdict: Verdict) -> str:
         table.append(
             [
                 s.label,
-                "n/a" if s.speed is None else round(s.speed.value, 1),
-                _interval(s.speed),
+                "n/a" if s.speed is None else f"{s.speed.value:.0f}",
+                _interval(s.speed, 0),
                 "n/a" if s.speedup is None else f"{s.speedup.value:.2f}x",
                 _interval(s.speedup, 2),
                 s.speed_call,

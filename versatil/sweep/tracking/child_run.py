@@ -10,7 +10,7 @@ from versatil.status import TrialStatus
 from versatil.sweep.tracking.store import TrackingContext, find_child_run
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.keys import EPOCH, HPARAMS, flatten, metric_items
-from versatil.sweep.vocab.names import CHECKPOINT_ARTIFACT, run_name
+from versatil.sweep.vocab.names import CHECKPOINT_ARTIFACT, configuration_name, run_name
 
 __all__ = ["ChildRun", "log_checkpoint", "mlflow_key", "trial_params"]
 
@@ -142,6 +142,7 @@ class ChildRun:
                 tags.TRIAL_ID: trial_id,
                 tags.TRIAL_NAME: trial_name,
                 tags.AXES: ",".join(axes),
+                tags.CONFIGURATION: configuration_name(axes),
                 tags.STATUS: TrialStatus.RUNNING,
             },
         )

@@ -15,6 +15,7 @@ __all__ = [
     "MODE",
     "OBJECTIVE",
     "OBJECTIVES",
+    "OBJECTIVE_OVER_SEEDS",
     "PARENT",
     "PARETO",
     "PARETO_LEVEL",
@@ -50,6 +51,8 @@ AXES = "versatil.axes"
 """The names of the sweep's axes, comma-separated: which params the report compares."""
 CONFIGURATION = "versatil.configuration"
 """The trial's configuration without its seed: one configuration's replicates share it."""
+OBJECTIVE_OVER_SEEDS = "versatil.objective_over_seeds"
+"""The configuration's objective over its seeds: ``mean ± half-width (K seeds)``."""
 STATUS = "versatil.status"
 REASON = "versatil.reason"
 TRUNCATED_PARAMS = "versatil.truncated_params"

@@ -1,0 +1,56 @@
+"""Seeds as replicates, end to end: real Ray Tune trials, a real ``mlflow server``."""
+
+import io
+import statistics
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from versatil.sweep.engine.runner import run_sweep
+from versatil.sweep.tracking import child_runs
+
+pytestmark = pytest.mark.slow  # a sweep on the Ray cluster
+
+
+def test_replicates_seed_group_and_summarise(ray_cluster, mlflow_server, sweep_config):
+    config = sweep_config(
+        name="replicated",
+        space={"precision": ["32", "bf16-mixed"], "lr": 0.01},
+        replicates=2,
+        trainer={"max_epochs": 2, "accelerator": "cpu", "seed": 3},
+    )
+    outcome = run_sweep(config, stream=io.StringIO(), tracking_uri=mlflow_server)
+    assert len(outcome.rows) == 4 and {r.status for r in outcome.rows} == {"completed"}
+
+    client = MlflowClient(mlflow_server)
+    children = child_runs(client, outcome.tracking)
+    assert len(children) == 4
+    groups = {}
+    for run in children:
+        seed = run.data.params["seed"]
+        assert run.info.run_name.endswith(f"/seed={seed}")
+        groups.setdefault(run.data.tags["versatil.configuration"], []).append(run)
+    assert set(groups) == {"32/lr=0.01", "bf16-mixed/lr=0.01"}
+    for name, runs in groups.items():
+        assert sorted(r.data.params["seed"] for r in runs) == ["3", "4"]
+        losses = [r.data.metrics["val_loss"] for r in runs]
+        assert losses[0] != losses[1], "the seed did not reach the fit"
+        tags = {r.data.tags["versatil.objective_over_seeds"] for r in runs}
+        (text,) = tags
+        mean, _, rest = text.partition(" ± ")
+        assert float(mean) == pytest.approx(statistics.fmean(losses), rel=1e-5)
+        assert rest.endswith("(2 seeds)")
+
+    # The summary on the parent run: each configuration over its seeds, and the settings'
+    # objectives with their intervals over seeds.
+    out = client.download_artifacts(outcome.tracking.parent_run_id, "summary.txt")
+    out = open(out).read()
+    assert "configuration" in out and "val_loss (mean ± 95% CI)" in out
+    for name, runs in groups.items():
+        line = next(x for x in out.splitlines() if x.startswith(name + " "))
+        assert line.split()[1] == "2"
+    settings = {s.label: s for s in outcome.judgement.verdict.settings}
+    assert settings["bf16-mixed + eager"].seeds == 2
+    assert settings["bf16-mixed + eager"].change.bounded
+    verdict_line = next(x for x in out.splitlines() if x.startswith("bf16-mixed + eager "))
+    assert " ± " in verdict_line
