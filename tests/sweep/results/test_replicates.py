@@ -2,6 +2,7 @@
 
 import io
 import statistics
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -31,7 +32,7 @@ def test_replicates_seed_group_and_summarise(ray_cluster, mlflow_server, sweep_c
         assert run.info.run_name.endswith(f"/seed={seed}")
         groups.setdefault(run.data.tags["versatil.configuration"], []).append(run)
     assert set(groups) == {"32/lr=0.01", "bf16-mixed/lr=0.01"}
-    for name, runs in groups.items():
+    for runs in groups.values():
         assert sorted(r.data.params["seed"] for r in runs) == ["3", "4"]
         losses = [r.data.metrics["val_loss"] for r in runs]
         assert losses[0] != losses[1], "the seed did not reach the fit"
@@ -43,10 +44,10 @@ def test_replicates_seed_group_and_summarise(ray_cluster, mlflow_server, sweep_c
 
     # The summary on the parent run: each configuration over its seeds, and the settings'
     # objectives with their intervals over seeds.
-    out = client.download_artifacts(outcome.tracking.parent_run_id, "summary.txt")
-    out = open(out).read()
+    path = client.download_artifacts(outcome.tracking.parent_run_id, "summary.txt")
+    out = Path(path).read_text()
     assert "configuration" in out and "val_loss (mean ± 95% CI)" in out
-    for name, runs in groups.items():
+    for name in groups:
         line = next(x for x in out.splitlines() if x.startswith(name + " "))
         assert line.split()[1] == "2"
     settings = {s.label: s for s in outcome.judgement.verdict.settings}
