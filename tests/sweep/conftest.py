@@ -7,7 +7,11 @@ TINY_TASK = {"name": "reaching", "params": {"n_episodes": 16, "horizon": 10, "wi
 
 @pytest.fixture
 def sweep_config(tmp_path):
-    """Builds a small validated SweepConfig whose results go under tmp_path."""
+    """Builds a small validated SweepConfig whose results go under tmp_path.
+
+    The end-of-sweep re-timing is off unless a test asks for it (``confirm=...``): the
+    tests of other features do not wait for it; tests/sweep/engine/test_confirm.py runs it.
+    """
 
     def make(**fields):
         data = {
@@ -16,6 +20,7 @@ def sweep_config(tmp_path):
             "trainer": {"max_epochs": 2, "accelerator": "cpu"},
             "storage_path": str(tmp_path / "runs"),
             "max_concurrent_trials": 2,
+            "confirm": {"enabled": "off"},
             **fields,
         }
         return validate_sweep(data)

@@ -159,6 +159,7 @@ def _sweep_report(config: SweepConfig, outcome: Any) -> SweepReport:
         outcome.rows,
         config.objective.objectives,
         config.objective.tolerance,
+        outcome.confirmation,
     )
 
 

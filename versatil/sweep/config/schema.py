@@ -17,6 +17,7 @@ from versatil.sweep.config.axes import ENUM_AXES, is_grid, parse_axis
 from versatil.sweep.config.limits import check_name
 from versatil.sweep.config.post_training import PostTrainingSection
 from versatil.sweep.config.sections import (
+    ConfirmSection,
     MlflowSection,
     ObjectiveSection,
     ResourcesSection,
@@ -66,6 +67,11 @@ class SweepConfig(pydantic.BaseModel):
     trainer: TrainerSection = pydantic.Field(default_factory=TrainerSection)
     storage_path: str = pydantic.Field("runs/sweeps", description="Where Tune keeps results.")
     mlflow: MlflowSection = pydantic.Field(default_factory=MlflowSection)
+    confirm: ConfirmSection = pydantic.Field(
+        default_factory=ConfirmSection,
+        description="After the sweep: re-time the settings in contention, paired and "
+        "interleaved; their rounds decide the verdict.",
+    )
     post_training: PostTrainingSection = pydantic.Field(
         default_factory=PostTrainingSection,
         description="After the sweep: compress its winners to INT8 (as `compress` does).",

@@ -14,6 +14,7 @@ from versatil.training.spec import (
 )
 
 __all__ = [
+    "ConfirmSection",
     "MlflowSection",
     "ObjectiveSection",
     "ResourcesSection",
@@ -22,6 +23,31 @@ __all__ = [
     "TaskSection",
     "TrainerSection",
 ]
+
+
+class ConfirmSection(pydantic.BaseModel):
+    """The end of a sweep: its candidates re-timed in paired, interleaved rounds."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    enabled: Literal["auto", "on", "off"] = pydantic.Field(
+        "auto",
+        description="auto: when more than one setting is in contention; on: whenever two "
+        "settings finished; off: never.",
+    )
+    rounds: int = pydantic.Field(6, ge=2, le=100, description="Rounds counted per candidate.")
+    round_s: float = pydantic.Field(
+        0.5, gt=0, le=60, description="Least seconds of timed training per candidate per round."
+    )
+    max_candidates: int = pydantic.Field(
+        6, ge=2, le=20, description="At most this many settings re-timed, the reference included."
+    )
+
+    @pydantic.field_validator("enabled", mode="before")
+    @classmethod
+    def _booleans(cls, value: Any) -> Any:
+        # YAML reads on/off as booleans.
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
 class TaskSection(pydantic.BaseModel):
@@ -49,7 +75,10 @@ class ObjectiveSection(pydantic.BaseModel):
         None, description="Several objectives, each with its mode: {val_loss: min, ...}."
     )
     tolerance: float = pydantic.Field(
-        0.01, ge=0, description="Verdict: how far from the best objective counts as as good."
+        0.01,
+        ge=0,
+        description="Verdict: how much worse than eager fp32's objective (relative) counts "
+        "as no worse.",
     )
 
     @pydantic.model_validator(mode="before")

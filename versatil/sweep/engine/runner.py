@@ -11,6 +11,7 @@ import functools
 import gc
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from versatil.errors import ConfigError, ServiceError
 from versatil.status import TrialStatus
 from versatil.sweep.config.checks import check_storage, check_task
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.engine.confirm import confirm_candidates, plan
 from versatil.sweep.engine.console import ProgressPrinter, tune_console_quiet
 from versatil.sweep.engine.space import build_param_space
 from versatil.sweep.engine.tracker import make_tracker, sweep_end
@@ -74,6 +76,7 @@ class SweepOutcome:
             ``None`` when everything is there.
         releasing_ray: The thread shutting Ray down (``run_sweep(release_ray=True)``);
             join it before the process ends.
+        confirmation: The re-timing's rounds, when the candidates were re-timed.
     """
 
     experiment_dir: Path
@@ -84,6 +87,7 @@ class SweepOutcome:
     judgement: Judgement | None = None
     gap: TrackingGap | None = None
     releasing_ray: threading.Thread | None = None
+    confirmation: dict[str, Any] | None = None
 
 
 def connect_ray(address: str | None) -> None:
@@ -347,16 +351,24 @@ def run_sweep(
         raise
     records = read_trials(experiment_dir)
     rows = rows_from_results(results, config, records)
-    releasing = None
-    if release_ray:  # nothing below needs Ray; Tune's objects (and their refs) go first
-        del results, tuner, trainable
-        releasing = release_ray_in_background()
     missing = next((r for r in rows if r.metrics.get(OBJECTIVE_MISSING)), None)
     if missing is not None:
         rows = [r if STATUS in r.metrics else _not_run(r) for r in rows]
     judgement = judge(rows, config.objective.objectives, config.objective.tolerance)
+    confirmation = None
+    found = plan(config, rows, judgement) if missing is None else []
+    if found:
+        confirmation = _confirm(config, found, stream)
+        if confirmation is not None:
+            judgement = judge(
+                rows, config.objective.objectives, config.objective.tolerance, confirmation
+            )
+    releasing = None
+    if release_ray:  # nothing below needs Ray; Tune's objects (and their refs) go first
+        del results, tuner, trainable
+        releasing = release_ray_in_background()
     best = judgement.best
-    end = sweep_end(rows, judgement)
+    end = sweep_end(rows, judgement, confirmation)
     gap = close_sweep(sweep_tracker, rows, records, end, sync_command(config))
     if missing is not None:
         ran = sum(STATUS in r.metrics for r in rows)
@@ -374,7 +386,28 @@ def run_sweep(
         judgement=judgement,
         gap=gap,
         releasing_ray=releasing,
+        confirmation=confirmation,
     )
+
+
+def _confirm(
+    config: SweepConfig, found: Sequence[Any], stream: TextIO | None
+) -> dict[str, Any] | None:
+    """The candidates' rounds, or ``None`` (said on ``stream``) when the re-timing failed."""
+    import ray
+
+    out = stream or sys.stdout
+    try:
+        return confirm_candidates(config, found, out)
+    except (ray.exceptions.RayError, OSError, ValueError) as error:
+        reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        print(
+            f"confirm: the re-timing failed ({reason[:300]}); the verdict rests on the "
+            "trials' own timing",
+            file=out,
+            flush=True,
+        )
+        return None
 
 
 def sync_command(config: SweepConfig) -> str:

@@ -15,11 +15,13 @@ from typing import Any
 from versatil.errors import ConfigError
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.config.trial import train_config_for
+from versatil.sweep.results.confirmation import round_metrics
 from versatil.sweep.results.judgement import Judgement, summary_text
 from versatil.sweep.results.records import read_trials
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.tracking import SweepEnd, SweepTracker, TrackingContext, backfill
 from versatil.sweep.vocab import tags
+from versatil.sweep.vocab.names import CONFIRM_ARTIFACT
 
 __all__ = ["make_tracker", "sweep_end"]
 
@@ -45,11 +47,26 @@ def make_tracker(
     )
 
 
-def sweep_end(rows: Sequence[TrialRow], judgement: Judgement) -> SweepEnd:
-    """The end of a sweep whose ``rows`` were judged as ``judgement``."""
+def sweep_end(
+    rows: Sequence[TrialRow], judgement: Judgement, confirmation: Mapping[str, Any] | None = None
+) -> SweepEnd:
+    """The end of a sweep whose ``rows`` were judged as ``judgement``.
+
+    With a ``confirmation`` (the re-timing's rounds), the rounds go to the parent run (a
+    document and per-candidate series) and to each candidate's run.
+    """
+    parent_metrics: dict[str, list[float]] = {}
+    child_metrics: dict[str, dict[str, list[float]]] = {}
+    documents = {}
+    if confirmation:
+        parent_metrics, child_metrics = round_metrics(confirmation)
+        documents[CONFIRM_ARTIFACT] = dict(confirmation)
     return SweepEnd(
         best=judgement.best,
         summary=summary_text(rows, judgement),
         child_tags=judgement.child_tags(),
         parent_tags={tags.VERDICT: judgement.verdict.text},
+        parent_metrics=parent_metrics,
+        child_metrics=child_metrics,
+        parent_documents=documents,
     )

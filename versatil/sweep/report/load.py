@@ -17,8 +17,9 @@ from versatil.sweep.results.judgement import judge
 from versatil.sweep.results.rows import SETTINGS_COLUMNS, TrialRow, make_row
 from versatil.sweep.tracking import TrackingContext, child_runs
 from versatil.sweep.vocab import tags
+from versatil.sweep.vocab.names import CONFIRM_ARTIFACT
 
-__all__ = ["Int8Row", "SweepReport", "int8_rows", "load_report"]
+__all__ = ["Int8Row", "SweepReport", "int8_rows", "load_report", "read_confirmation"]
 
 _NOT_AXES = {"task", "model_dtype", "autocast", "should_convert_model"}
 
@@ -81,6 +82,8 @@ class SweepReport:
         rows: The trials.
         objectives: ``(metric, mode)`` of every objective; default the primary alone.
         tolerance: The verdict's tolerance (see :mod:`versatil.sweep.results.verdict`).
+        confirmation: The re-timing's rounds, when the sweep's end re-timed its candidates
+            (:mod:`versatil.sweep.results.confirmation`); they decide the verdict.
     """
 
     def __init__(
@@ -90,12 +93,14 @@ class SweepReport:
         rows: list[TrialRow],
         objectives: list[tuple[str, str]] | None = None,
         tolerance: float = 0.01,
+        confirmation: Mapping[str, Any] | None = None,
     ) -> None:
         self.context = context
         self.mode = mode
         self.rows = rows
         self.objectives = objectives or [(context.objective, mode)]
-        self.judgement = judge(rows, self.objectives, tolerance)
+        self.confirmation = confirmation
+        self.judgement = judge(rows, self.objectives, tolerance, confirmation)
         self.marks = self.judgement.marks
         self.int8: list[Int8Row] = []  # the INT8 runs of `compress`, one per trial
 
@@ -175,6 +180,20 @@ def load_report(
     mode = held.get(tags.MODE, "min")
     objectives = [tuple(o) for o in json.loads(held.get(tags.OBJECTIVES, "[]"))]
     tolerance = float(held.get(tags.TOLERANCE, 0.01))
-    report = SweepReport(context, mode, rows, objectives or None, tolerance)
+    confirmation = read_confirmation(client, parent.info.run_id)
+    report = SweepReport(context, mode, rows, objectives or None, tolerance, confirmation)
     report.int8 = int8_rows(client, context)
     return report
+
+
+def read_confirmation(client: Any, parent_run_id: str) -> dict[str, Any] | None:
+    """The parent run's re-timing rounds (``confirm/rounds.json``), or ``None``."""
+    folder = CONFIRM_ARTIFACT.rpartition("/")[0]
+    if CONFIRM_ARTIFACT not in {a.path for a in client.list_artifacts(parent_run_id, folder)}:
+        return None
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = client.download_artifacts(parent_run_id, CONFIRM_ARTIFACT, directory)
+        return json.loads(Path(path).read_text())

@@ -33,6 +33,8 @@ class SettingResult:
         seeds: How many seeds its best configuration trained with.
         best_trial: The best trial of its best configuration.
         params: Its best configuration's params that vary in the sweep (``lr=0.01``).
+        rounds: The paired rounds its speedup was re-timed in; 0 when it comes from the
+            sweep's own trials.
     """
 
     label: str
@@ -47,6 +49,7 @@ class SettingResult:
     seeds: int
     best_trial: str
     params: str = ""
+    rounds: int = 0
 
     @property
     def samples_per_sec(self) -> float | None:
@@ -64,6 +67,7 @@ class SettingResult:
             "seeds": self.seeds,
             "best_trial": self.best_trial,
             "params": self.params,
+            "rounds": self.rounds,
             "speed": self.speed_call,
             "no_worse": self.no_worse,
         }

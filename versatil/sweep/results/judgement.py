@@ -7,8 +7,10 @@ rows here, so the console, the report and the MLflow tags say the same thing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from versatil.sweep.results.confirmation import confirmed_speedups
 from versatil.sweep.results.pareto import Ranking, rank_rows
 from versatil.sweep.results.ranking import best_on_front, best_row, pareto_marks, summary_marks
 from versatil.sweep.results.replicates import replicate_tags, replicates_table
@@ -61,12 +63,24 @@ class Judgement:
 
 
 def judge(
-    rows: Sequence[TrialRow], objectives: Sequence[tuple[str, str]], tolerance: float
+    rows: Sequence[TrialRow],
+    objectives: Sequence[tuple[str, str]],
+    tolerance: float,
+    confirmation: Mapping[str, Any] | None = None,
 ) -> Judgement:
-    """Judges a sweep's rows by its objectives (see :mod:`~versatil.sweep.results.pareto`)."""
+    """Judges a sweep's rows by its objectives (see :mod:`~versatil.sweep.results.pareto`).
+
+    Args:
+        rows: The trials.
+        objectives: ``(metric, mode)`` of each objective, the primary first.
+        tolerance: The verdict's non-inferiority margin (relative).
+        confirmation: The re-timing rounds' document, when the candidates were re-timed:
+            their paired speedups decide the verdict.
+    """
     objectives = list(objectives)
     metric, mode = objectives[0]
-    verdict = make_verdict(rows, metric, mode, tolerance)
+    confirmed = confirmed_speedups(confirmation) if confirmation else None
+    verdict = make_verdict(rows, metric, mode, tolerance, confirmed)
     if len(objectives) == 1:
         best = best_row(rows, mode)
         return Judgement(objectives, best, summary_marks(rows, mode), None, verdict, rows)

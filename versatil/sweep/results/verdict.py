@@ -168,7 +168,13 @@ def _complexity(setting: Setting) -> tuple[int, Setting]:
     return sum(a != b for a, b in zip(setting, BASELINE.values(), strict=True)), setting
 
 
-def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float = 0.01) -> Verdict:
+def make_verdict(
+    rows: Sequence[Any],
+    metric: str,
+    mode: str,
+    tolerance: float = 0.01,
+    confirmed: Mapping[Setting, Estimate] | None = None,
+) -> Verdict:
     r"""Compares each setting with eager fp32 (or the slowest) and recommends one.
 
     Args:
@@ -177,6 +183,8 @@ def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float =
         mode: ``min`` or ``max``.
         tolerance: A setting's objective may be this much worse than the reference's
             (relative) and still count as no worse.
+        confirmed: Speedups over the reference measured in paired rounds
+            (:mod:`~versatil.sweep.results.confirmation`); they replace the trials' own.
     """
     finished = [r for r in rows if full_budget(r) and value_of(r, metric) is not None]
     if not finished:
@@ -201,11 +209,15 @@ def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float =
     )
     results = []
     for setting, group in groups.items():
+        rounds = 0
         best = _best_configuration(group, mode)
         objective, change = _objective_change(best, ref_best)
         if setting == reference:
             speedup = None if speed[setting] is None else Estimate(1.0, 1.0, 1.0, 1)
             call = "reference"
+        elif confirmed and setting in confirmed:
+            speedup, rounds = confirmed[setting], confirmed[setting].n
+            call = speed_verdict(speedup)
         else:
             speedup = _speedup(group, groups[reference])
             call = "unmeasured" if speedup is None else speed_verdict(speedup)
@@ -223,6 +235,7 @@ def make_verdict(rows: Sequence[Any], metric: str, mode: str, tolerance: float =
                 seeds=len(best),
                 best_trial=min(best, key=lambda r: rank_key(r, mode)).trial_id,
                 params=", ".join(f"{k}={_short(best[0].axes.get(k))}" for k in varied),
+                rounds=rounds,
             )
         )
     results.sort(

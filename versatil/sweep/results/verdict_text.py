@@ -21,17 +21,20 @@ def _magnitude(change: float) -> str:
     return percent(change).lstrip("+-")
 
 
-def ci_text(speedup: Estimate, unit: str = "pairs") -> str:
-    """``95% CI 1.80-2.00x, 4 pairs``, or ``no interval`` when the data cannot bound it."""
+def ci_text(speedup: Estimate, rounds: int = 0) -> str:
+    """``95% CI 1.80-2.00x, 6 paired rounds`` (or ``4 pairs`` of trials); ``no interval``."""
     if not speedup.bounded:
         return "no interval"
-    n = f", {speedup.n} {unit}" if speedup.n > 1 else ""
+    unit = f"{rounds} paired rounds" if rounds else f"{speedup.n} pairs"
+    n = f", {unit}" if rounds or speedup.n > 1 else ""
     return f"95% CI {speedup.low:.2f}-{speedup.high:.2f}x{n}"
 
 
-def ratio_text(speedup: Estimate, against: str = "") -> str:
-    """``1.90x eager fp32 (95% CI 1.80-2.00x, 4 pairs)``."""
-    return f"{speedup.value:.2f}x {against}".rstrip() + f" ({ci_text(speedup)})"
+def ratio_text(result: SettingResult, against: str = "") -> str:
+    """``1.90x eager fp32 (95% CI 1.80-2.00x, 6 paired rounds)``."""
+    speedup = result.speedup
+    assert speedup is not None
+    return f"{speedup.value:.2f}x {against}".rstrip() + f" ({ci_text(speedup, result.rounds)})"
 
 
 def _named(result: SettingResult) -> str:
@@ -41,7 +44,9 @@ def _named(result: SettingResult) -> str:
 
 def _listed(result: SettingResult) -> str:
     """A setting in a list: ``32 + default, 0.97x, 95% CI 0.91-1.04x``."""
-    return f"{result.label}, {result.speedup.value:.2f}x, {ci_text(result.speedup)}"  # type: ignore[union-attr]
+    speedup = result.speedup
+    assert speedup is not None
+    return f"{result.label}, {speedup.value:.2f}x, {ci_text(speedup, result.rounds)}"
 
 
 def _objective_text(result: SettingResult, metric: str) -> str:
@@ -82,7 +87,7 @@ def verdict_text(verdict: Verdict) -> str:
     chosen = next(r for r in verdict.settings if r.label == verdict.recommended_setting)
     if chosen is not ref:
         text = (
-            f"Recommended: {_named(chosen)}: {ratio_text(chosen.speedup, against)}; "  # type: ignore[arg-type]
+            f"Recommended: {_named(chosen)}: {ratio_text(chosen, against)}; "  # type: ignore[arg-type]
             f"{_objective_text(chosen, verdict.metric)} (tolerance {verdict.tolerance:.1%})."
         )
         if verdict.tied:

@@ -11,6 +11,7 @@ driver killed during the first) add only what is missing. When the store does no
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -119,12 +120,34 @@ class SweepEnd:
         summary: The summary text, logged to the parent run.
         child_tags: Tags per trial id (the Pareto ranking).
         parent_tags: Tags of the parent run (the verdict).
+        parent_metrics: Metric series of the parent run, one value per step.
+        child_metrics: Metric series per trial id, one value per step.
+        parent_documents: JSON documents logged to the parent run, by artifact file.
     """
 
     best: Any | None
     summary: str
     child_tags: Mapping[str, Mapping[str, str]]
     parent_tags: Mapping[str, str]
+    parent_metrics: Mapping[str, Sequence[float]] = dataclasses.field(default_factory=dict)
+    child_metrics: Mapping[str, Mapping[str, Sequence[float]]] = dataclasses.field(
+        default_factory=dict
+    )
+    parent_documents: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _log_series(client: Any, run_id: str, series: Mapping[str, Sequence[float]]) -> None:
+    """Logs metric series (step = index) in batches of MLflow's 1000 metrics a request."""
+    from mlflow.entities import Metric
+
+    stamp = int(time.time() * 1000)
+    metrics = [
+        Metric(name, float(value), stamp, step)
+        for name, values in series.items()
+        for step, value in enumerate(values)
+    ]
+    for start in range(0, len(metrics), 1000):
+        client.log_batch(run_id, metrics=metrics[start : start + 1000])
 
 
 def close_sweep(
@@ -199,6 +222,13 @@ def close_runs(
         for key, value in values.items() if run is not None else ():
             client.set_tag(run.info.run_id, key, value)
     parent = tracker.context.parent_run_id
+    for trial_id, series in end.child_metrics.items():
+        run = runs.get(trial_id)
+        if run is not None:
+            _log_series(client, run.info.run_id, series)
+    _log_series(client, parent, end.parent_metrics)
+    for artifact_file, document in end.parent_documents.items():
+        client.log_dict(parent, document, artifact_file)
     for key, value in end.parent_tags.items():
         client.set_tag(parent, key, value[:5000])
     if best is not None:

@@ -40,6 +40,8 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 # Ending a run on a server prints its URL to stdout (one more request each): the CLI prints
 # the sweep's parent run once instead.
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+# Reading a small artifact back (the re-timing's rounds) draws a progress bar on stderr.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 PARENT_FILE = "mlflow_parent_run.json"
 """In Tune's experiment directory: the parent run's id and the store it lives in."""

@@ -16,6 +16,7 @@ from versatil.training.spec import NONE, SETTING_ENUMS
 
 __all__ = [
     "CHECKPOINT_ARTIFACT",
+    "CONFIRM_ARTIFACT",
     "INT8_SUFFIX",
     "SWEEP_FILE",
     "configuration_name",
@@ -32,6 +33,9 @@ SWEEP_FILE = "sweep.yaml"
 
 CHECKPOINT_ARTIFACT = "checkpoint"
 """The artifact path of a run's checkpoint directory in MLflow."""
+
+CONFIRM_ARTIFACT = "confirm/rounds.json"
+"""The parent run's artifact holding the re-timing's rounds (they decide the verdict)."""
 
 INT8_SUFFIX = "int8"
 """What names an INT8 copy: the run ``<trial's run>/int8``, the directory ``<name>-int8``."""

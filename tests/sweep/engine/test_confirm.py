@@ -1,0 +1,80 @@
+"""The sweep's end re-times its candidates for real: a Ray task, Lightning fits, MLflow."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from versatil.sweep.engine.runner import run_sweep
+from versatil.sweep.tracking import child_runs
+
+pytestmark = pytest.mark.slow  # a sweep on the Ray cluster, then its re-timing
+
+CONV = {
+    "name": "tests.user_tasks.conv_classifier:build",
+    "params": {
+        "n_train": 512,
+        "n_val": 128,
+        "image_size": 16,
+        "channels": 8,
+        "blocks": 1,
+        "batch_size": 64,
+    },
+}
+
+
+def test_fp64_is_found_slower_in_paired_rounds_and_the_rounds_are_logged(
+    ray_cluster, mlflow_server, sweep_config
+):
+    config = sweep_config(
+        name="confirmed",
+        task=CONV,
+        objective={"metric": "val_acc", "mode": "max"},
+        space={"precision": ["32", "64"]},
+        confirm={"enabled": "on", "rounds": 4, "round_s": 0.2},
+    )
+    stream = io.StringIO()
+    outcome = run_sweep(config, stream=stream, tracking_uri=mlflow_server)
+    assert "confirm: re-timing 2 settings (32 + eager, 64 + eager) in 4 paired" in (
+        stream.getvalue()
+    )
+    assert {r.status for r in outcome.rows} == {"completed"}
+
+    # The parent holds the rounds: both candidates, 4 counted rounds each, ABBA order.
+    client = MlflowClient(mlflow_server)
+    parent = outcome.tracking.parent_run_id
+    rounds = json.loads(Path(client.download_artifacts(parent, "confirm/rounds.json")).read_text())
+    assert [c["label"] for c in rounds["contenders"]] == ["32 + eager", "64 + eager"]
+    assert rounds["orders"] == [["32 + eager", "64 + eager"], ["64 + eager", "32 + eager"]] * 2
+    assert all(len(v) == 4 and min(v) > 0 for v in rounds["samples_per_sec"].values())
+    assert rounds["steps"] >= 3 and rounds["torch_threads"] == 1  # resources.cpu: 1
+    history = client.get_metric_history(parent, "confirm/64_eager/samples_per_sec")
+    assert [m.step for m in history] == [0, 1, 2, 3]
+    assert [m.value for m in history] == rounds["samples_per_sec"]["64 + eager"]
+
+    # Each candidate's run holds its own rounds, and the speedup they give.
+    runs = {r.data.tags["versatil.trial_id"]: r for r in child_runs(client, outcome.tracking)}
+    slow_trial = next(c["trial_id"] for c in rounds["contenders"] if c["precision"] == "64")
+    slow = runs[slow_trial].data.metrics
+    ratios = sorted(
+        a / b
+        for a, b in zip(
+            rounds["samples_per_sec"]["64 + eager"], rounds["samples_per_sec"]["32 + eager"]
+        )
+    )
+    assert slow["confirm/speedup"] == pytest.approx((ratios[1] + ratios[2]) / 2)
+    # fp64 on the CPU: clearly slower, beyond the rounds' noise.
+    assert slow["confirm/speedup_ci_high"] < 1
+
+    # The rounds decide the verdict, at the end and in the report read back from MLflow.
+    verdict = outcome.judgement.verdict
+    by = {s.label: s for s in verdict.settings}
+    assert by["64 + eager"].speed_call == "slower" and by["64 + eager"].rounds == 4
+    assert verdict.recommended_setting == "32 + eager"
+    from versatil.sweep.report.load import load_report
+
+    report = load_report(mlflow_server, "confirmed")
+    assert report.judgement.verdict.text == verdict.text
+    assert client.get_run(parent).data.tags["versatil.verdict"] == verdict.text

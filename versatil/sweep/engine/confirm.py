@@ -1,0 +1,61 @@
+"""The end of a sweep: its candidates re-timed on one device, paired and interleaved.
+
+The re-timing runs as one Ray task with a trial's resources, so on a cluster every
+candidate trains on the same node and device, one at a time, while no trial runs. Its
+rounds come back as one document (:mod:`~versatil.sweep.results.confirmation`), which
+decides the verdict and is logged to MLflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.results.confirmation import Candidate, candidates, should_confirm
+from versatil.sweep.results.judgement import Judgement
+from versatil.sweep.results.rows import TrialRow
+
+__all__ = ["confirm_candidates", "plan"]
+
+
+def plan(config: SweepConfig, rows: Sequence[TrialRow], judgement: Judgement) -> list[Candidate]:
+    """The candidates to re-time, or none when the sweep's settings say not to."""
+    found = candidates(judgement.verdict, rows, set(judgement.marks), config.confirm.max_candidates)
+    return found if should_confirm(judgement.verdict, found, config.confirm.enabled) else []
+
+
+def _retime_task(contenders: list[tuple[str, str]], options: dict[str, Any]) -> dict[str, Any]:
+    """Runs in a Ray worker: the rounds, as plain values (the driver imports no torch)."""
+    from versatil.cli_common import quiet_libraries
+    from versatil.training.retime import retime
+
+    quiet_libraries()  # after Lightning's import (retime's), which sets its loggers' levels
+    return retime(contenders, **options).as_dict()
+
+
+def confirm_candidates(
+    config: SweepConfig, found: Sequence[Candidate], stream: TextIO | None = None
+) -> dict[str, Any]:
+    """Re-times ``found`` (the reference first) in one Ray task; returns the rounds' document.
+
+    Ray must be connected. The task takes one trial's resources (``resources.cpu``,
+    ``resources.gpu``), so torch computes with the threads a trial had.
+    """
+    import ray
+
+    section = config.confirm
+    if stream is not None:
+        names = ", ".join(c.label for c in found)
+        print(
+            f"confirm: re-timing {len(found)} settings ({names}) in {section.rounds} paired, "
+            "interleaved rounds on one device",
+            file=stream,
+            flush=True,
+        )
+    task = ray.remote(num_cpus=config.resources.cpu, num_gpus=config.resources.gpu, max_retries=0)(
+        _retime_task
+    )
+    options = {"rounds": section.rounds, "round_s": section.round_s, "seed": config.trainer.seed}
+    rounds = ray.get(task.remote([(c.label, c.checkpoint) for c in found], options))
+    return {"contenders": [c.as_dict() for c in found], **rounds}

@@ -1,0 +1,196 @@
+"""Paired, interleaved re-timing of trained settings, the way benchmarking tools compare programs.
+
+Each contender is a trial's checkpoint directory. All are built once in this process (the
+settings applied, the weights loaded, compiled where the settings say), then trained in
+rounds: in every round each contender trains the same number of steps on the same batches
+(the data order is seeded by the round), one after the other on this one device, in an
+order that alternates between rounds (A B C, then C B A) so that a drift of the machine's
+speed weighs on all alike. A round's throughput is its steady-state samples per second:
+the batches after a few warm-up steps, CUDA synchronised after each. Round 0 warms up
+(compiles, calibrates the steps) and is not counted.
+
+Two contenders' speed ratio is then measured once per round, each round's shared noise
+cancelled; :func:`versatil.stats.ratio_ci` turns the rounds into a median with its interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from typing_extensions import override
+
+from versatil.training.apply import apply_settings, reset_process_state
+from versatil.training.checkpoint import read_checkpoint
+from versatil.training.constants import CheckpointKey, Float32MatmulPrecision
+from versatil.training.fit import build_trainer
+from versatil.training.metrics import count_samples
+from versatil.training.spec import DeviceInfo
+from versatil.training.tasks import build_task
+
+__all__ = ["Retimed", "retime"]
+
+_QUIET = (
+    r".*does not have many workers.*",
+    r".*isinstance\(treespec, LeafSpec\).*",
+    r".*smaller than the logging interval.*",
+    r".*max_epochs.*",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Retimed:
+    """What the rounds measured.
+
+    Attributes:
+        labels: The contenders, in the order given.
+        samples_per_sec: Per contender, its throughput in each counted round.
+        orders: The order the contenders trained in, per counted round.
+        steps: Steps timed per contender per round (after ``warmup_steps``).
+        warmup_steps: Steps each fit trained before the timing started.
+        device: The device they trained on.
+        torch_threads: The threads torch computed with.
+    """
+
+    labels: list[str]
+    samples_per_sec: dict[str, list[float]]
+    orders: list[list[str]]
+    steps: int
+    warmup_steps: int
+    device: str
+    torch_threads: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values (the ``confirm.json`` artifact)."""
+        return dataclasses.asdict(self)
+
+
+class _RoundTimer(L.Callback):
+    """Times the batches after the first ``warmup`` of a fit: samples and seconds."""
+
+    def __init__(self, warmup: int) -> None:
+        self.warmup = warmup
+        self.batches = 0
+        self.samples = 0
+        self.start: float | None = None
+        self.end: float | None = None
+
+    @override
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, i: int
+    ) -> None:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)
+        now = time.perf_counter()
+        self.batches += 1
+        if self.batches == self.warmup:
+            self.start = now
+        elif self.batches > self.warmup:
+            self.samples += count_samples(pl_module, batch)
+            self.end = now
+
+    @property
+    def seconds(self) -> float:
+        """The timed batches' wall time."""
+        return 0.0 if self.start is None or self.end is None else self.end - self.start
+
+
+@dataclasses.dataclass
+class _Contender:
+    label: str
+    config: Any
+    model: L.LightningModule
+    datamodule: L.LightningDataModule
+
+
+def _build(label: str, directory: Path) -> _Contender:
+    config, checkpoint = read_checkpoint(directory)
+    built: dict[str, Any] = {}
+
+    def build_model() -> L.LightningModule:
+        model, built["datamodule"] = build_task(config.task, config.params)
+        model.load_state_dict(checkpoint[CheckpointKey.STATE_DICT])
+        return model
+
+    model = apply_settings(config.settings, build_model)
+    return _Contender(label, config, model, built["datamodule"])
+
+
+def _fit(contender: _Contender, steps: int, warmup: int, round_seed: int) -> _RoundTimer:
+    """Trains ``warmup + steps`` steps of one contender; returns their timing."""
+    settings = contender.config.settings
+    matmul = settings.matmul_precision or Float32MatmulPrecision.HIGHEST
+    torch.set_float32_matmul_precision(matmul.value)  # process-wide: set for every fit
+    torch.manual_seed(round_seed)  # the same batches, in the same order, for every contender
+    timer = _RoundTimer(warmup)
+    trainer = build_trainer(
+        contender.config,
+        [timer],
+        max_epochs=-1,
+        max_steps=warmup + steps,
+        limit_val_batches=0,
+    )
+    with warnings.catch_warnings():
+        for pattern in _QUIET:
+            warnings.filterwarnings("ignore", message=pattern)
+        trainer.fit(contender.model, datamodule=contender.datamodule)
+    return timer
+
+
+def retime(
+    contenders: Sequence[tuple[str, str | Path]],
+    *,
+    rounds: int = 6,
+    round_s: float = 0.5,
+    warmup_steps: int = 2,
+    max_steps: int = 5000,
+    seed: int = 0,
+) -> Retimed:
+    """Re-times trained contenders in paired, interleaved rounds on this process's device.
+
+    Args:
+        contenders: ``(label, checkpoint directory)`` of each, the reference first.
+        rounds: Rounds counted (after the warm-up round).
+        round_s: The least training time each contender's timed steps should take; the
+            steps are calibrated in the warm-up round from the slowest contender.
+        warmup_steps: Steps of each fit before its timing starts.
+        max_steps: At most this many timed steps per contender per round.
+        seed: Seeds the process before the contenders are built.
+    """
+    if len(contenders) < 2:
+        raise ValueError("retime needs at least two contenders")
+    reset_process_state(seed)  # once: resetting dynamo later would drop the compiled code
+    built = [_build(label, Path(directory)) for label, directory in contenders]
+    # Warm-up round: compiles, fills caches, and calibrates the number of steps.
+    probe = 3
+    slowest = 0.0
+    for contender in built:
+        timer = _fit(contender, probe, warmup_steps, seed)
+        slowest = max(slowest, timer.seconds / probe)
+    steps = max_steps if slowest == 0 else min(max_steps, max(3, math.ceil(round_s / slowest)))
+    samples: dict[str, list[float]] = {c.label: [] for c in built}
+    orders = []
+    for index in range(rounds):
+        order = built if index % 2 == 0 else built[::-1]
+        orders.append([c.label for c in order])
+        for contender in order:
+            timer = _fit(contender, steps, warmup_steps, seed + 1 + index)
+            rate = timer.samples / timer.seconds if timer.seconds > 0 else math.nan
+            samples[contender.label].append(rate)
+    device = DeviceInfo.detect(built[0].config.accelerator)
+    return Retimed(
+        labels=[c.label for c in built],
+        samples_per_sec=samples,
+        orders=orders,
+        steps=steps,
+        warmup_steps=warmup_steps,
+        device=device.name,
+        torch_threads=torch.get_num_threads(),
+    )
