@@ -58,12 +58,8 @@ def test_fp64_is_found_slower_in_paired_rounds_and_the_rounds_are_logged(
     runs = {r.data.tags["versatil.trial_id"]: r for r in child_runs(client, outcome.tracking)}
     slow_trial = next(c["trial_id"] for c in rounds["contenders"] if c["precision"] == "64")
     slow = runs[slow_trial].data.metrics
-    ratios = sorted(
-        a / b
-        for a, b in zip(
-            rounds["samples_per_sec"]["64 + eager"], rounds["samples_per_sec"]["32 + eager"]
-        )
-    )
+    rates = rounds["samples_per_sec"]
+    ratios = sorted(a / b for a, b in zip(rates["64 + eager"], rates["32 + eager"], strict=True))
     assert slow["confirm/speedup"] == pytest.approx((ratios[1] + ratios[2]) / 2)
     # fp64 on the CPU: clearly slower, beyond the rounds' noise.
     assert slow["confirm/speedup_ci_high"] < 1
