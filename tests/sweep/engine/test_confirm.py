@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from versatil.cli_common import run_main
+from versatil.sweep.cli.main import main
 from versatil.sweep.engine.runner import run_sweep
 from versatil.sweep.tracking import child_runs
-
-pytestmark = pytest.mark.slow  # a sweep on the Ray cluster, then its re-timing
 
 CONV = {
     "name": "tests.user_tasks.conv_classifier:build",
@@ -25,8 +25,9 @@ CONV = {
 }
 
 
+@pytest.mark.slow  # a sweep on the Ray cluster, then its re-timing, then the command's
 def test_fp64_is_found_slower_in_paired_rounds_and_the_rounds_are_logged(
-    ray_cluster, mlflow_server, sweep_config
+    ray_cluster, mlflow_server, sweep_config, capsys
 ):
     config = sweep_config(
         name="confirmed",
@@ -69,8 +70,31 @@ def test_fp64_is_found_slower_in_paired_rounds_and_the_rounds_are_logged(
     by = {s.label: s for s in verdict.settings}
     assert by["64 + eager"].speed_call == "slower" and by["64 + eager"].rounds == 4
     assert verdict.recommended_setting == "32 + eager"
+    assert "No setting beats eager fp32 beyond noise (closest: 64 + eager" in verdict.text
+    assert "4 paired rounds" in verdict.text
     from versatil.sweep.report.load import load_report
 
     report = load_report(mlflow_server, "confirmed")
     assert report.judgement.verdict.text == verdict.text
     assert client.get_run(parent).data.tags["versatil.verdict"] == verdict.text
+
+    # The command re-times the same sweep again, from its storage path, and logs it.
+    code = run_main(
+        main, ["confirm", "confirmed", "--storage-path", config.storage_path, "--rounds", "3"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "confirm: re-timing 2 settings (32 + eager, 64 + eager) in 3 paired" in out
+    again = json.loads(Path(client.download_artifacts(parent, "confirm/rounds.json")).read_text())
+    assert all(len(v) == 3 for v in again["samples_per_sec"].values())
+    text = client.get_run(parent).data.tags["versatil.verdict"]
+    assert "3 paired rounds" in text and out.rstrip().endswith(text)
+
+
+def test_confirm_of_an_unknown_sweep_says_where_it_looked(tmp_path, capsys):
+    code = run_main(main, ["confirm", "nope", "--storage-path", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"confirm: no run of sweep 'nope' under {tmp_path}; run it first" in err
+    code = run_main(main, ["confirm", "nope", "--rounds", "1"])
+    assert code == 2 and "--rounds 1 is out of range; use 2 to 100" in capsys.readouterr().err

@@ -1,8 +1,8 @@
 """``python -m versatil.sweep``: the command table.
 
 With no subcommand the command runs, resumes or dry-runs a sweep (the quickstart by
-default; options in :mod:`versatil.sweep.cli.run`); ``report``, ``compress`` and ``sync``
-are subcommands, each in a module of its own with its ``NAME``, ``HELP``,
+default; options in :mod:`versatil.sweep.cli.run`); ``report``, ``confirm``, ``compress``
+and ``sync`` are subcommands, each in a module of its own with its ``NAME``, ``HELP``,
 ``DESCRIPTION``, ``configure(parser)`` and ``main(args, out)``; the table here builds
 their parsers. Every command prints to one output stream, ``out``; warnings and
 errors go to stderr.
@@ -15,7 +15,7 @@ import sys
 from types import ModuleType
 from typing import TextIO
 
-from versatil.sweep.cli import compress, report, run, sync
+from versatil.sweep.cli import compress, confirm, report, run, sync
 
 __all__ = [
     "PROG",
@@ -29,7 +29,9 @@ __all__ = [
 
 PROG = "python -m versatil.sweep"
 
-SUBCOMMANDS: dict[str, ModuleType] = {command.NAME: command for command in (report, compress, sync)}
+SUBCOMMANDS: dict[str, ModuleType] = {
+    command.NAME: command for command in (report, confirm, compress, sync)
+}
 """The subcommands, by name, in the order the help lists them."""
 
 

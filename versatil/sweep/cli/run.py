@@ -30,7 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     Args:
         parser: The parser to add ``--config``, ``--address``, ``--storage-path``,
-            ``--tracking-uri``, ``--resume``, ``--dry-run`` and ``--set`` to.
+            ``--tracking-uri``, ``--resume``, ``--dry-run``, ``--no-confirm`` and ``--set``
+            to.
     """
     parser.add_argument(
         "--config",
@@ -51,6 +52,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="validate and list the trials; start nothing"
+    )
+    parser.add_argument(
+        "--no-confirm",
+        action="store_true",
+        help="skip the end's paired re-timing of the settings in contention (confirm.enabled=off)",
     )
     parser.add_argument(
         "--set",
@@ -74,6 +80,8 @@ def load_config(args: argparse.Namespace) -> SweepConfig:
     from versatil.sweep.config.load import load_sweep
 
     overrides = dict(parse_assignment(item) for item in args.overrides)
+    if getattr(args, "no_confirm", False):
+        overrides["confirm.enabled"] = "off"
     if args.storage_path:
         overrides["storage_path"] = args.storage_path
     return load_sweep(resolve_config(args.config), overrides)

@@ -95,7 +95,7 @@ def verdict_text(verdict: Verdict) -> str:
             listed = "; ".join(_listed(r) for r in others)
             text += f" Tied with it on speed, within noise: {listed}; the simpler setting wins."
         return prefix + text
-    if ref.speed is None or all(r.speedup is None for r in verdict.settings[1:]):
+    if all(r.speedup is None for r in verdict.settings[1:]):
         why = (
             "Throughput was not timed long enough to compare settings (a fit needs at least "
             "3 windows of training; see throughput_too_short on its run). "

@@ -19,7 +19,13 @@ Modules: :mod:`~.tags` (tag names), :mod:`~.store` (the store and the parent run
 
 from versatil.sweep.tracking.child_run import ChildRun, log_checkpoint, trial_params
 from versatil.sweep.tracking.live import SweepTracker
-from versatil.sweep.tracking.reconcile import SweepEnd, TrackingGap, backfill, close_sweep
+from versatil.sweep.tracking.reconcile import (
+    SweepEnd,
+    TrackingGap,
+    backfill,
+    close_sweep,
+    log_end,
+)
 from versatil.sweep.tracking.store import (
     PARENT_FILE,
     TrackingContext,
@@ -47,6 +53,7 @@ __all__ = [
     "default_tracking_uri",
     "find_child_run",
     "log_checkpoint",
+    "log_end",
     "open_sweep_run",
     "reopen_sweep_run",
     "trial_params",

@@ -24,7 +24,15 @@ from versatil.sweep.tracking.store import child_runs
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.names import CHECKPOINT_ARTIFACT
 
-__all__ = ["Backfilled", "SweepEnd", "TrackingGap", "backfill", "close_runs", "close_sweep"]
+__all__ = [
+    "Backfilled",
+    "SweepEnd",
+    "TrackingGap",
+    "backfill",
+    "close_runs",
+    "close_sweep",
+    "log_end",
+]
 
 
 @dataclasses.dataclass
@@ -188,6 +196,34 @@ def close_sweep(
     return None
 
 
+def log_end(client: Any, parent: str, runs: Mapping[str, Any], end: SweepEnd) -> None:
+    """Writes what a sweep's end concluded: tags, metrics and documents, then the summary.
+
+    Args:
+        client: An ``MlflowClient``.
+        parent: The sweep's parent run id.
+        runs: The sweep's child runs, by trial id.
+        end: The end to write (its checkpoints are not logged here).
+    """
+    best = end.best
+    for trial_id, values in end.child_tags.items():
+        run = runs.get(trial_id)
+        for key, value in values.items() if run is not None else ():
+            client.set_tag(run.info.run_id, key, value)
+    for trial_id, series in end.child_metrics.items():
+        run = runs.get(trial_id)
+        if run is not None:
+            _log_series(client, run.info.run_id, series)
+    _log_series(client, parent, end.parent_metrics)
+    for artifact_file, document in end.parent_documents.items():
+        client.log_dict(parent, document, artifact_file)
+    for key, value in end.parent_tags.items():
+        client.set_tag(parent, key, value[:5000])
+    if best is not None:
+        client.set_tag(parent, tags.BEST_TRIAL, best.trial_id)
+    client.log_text(parent, end.summary, "summary.txt")
+
+
 def close_runs(
     tracker: SweepTracker, rows: Sequence[Any], records: Sequence[Any], end: SweepEnd
 ) -> Backfilled:
@@ -217,23 +253,8 @@ def close_runs(
             _log_checkpoint_once(client, run.info.run_id, Path(row.checkpoint))
             if sweep.mlflow.register_best and row is best:
                 register_checkpoint(client, sweep.mlflow.register_best, run)
-    for trial_id, values in end.child_tags.items():
-        run = runs.get(trial_id)
-        for key, value in values.items() if run is not None else ():
-            client.set_tag(run.info.run_id, key, value)
     parent = tracker.context.parent_run_id
-    for trial_id, series in end.child_metrics.items():
-        run = runs.get(trial_id)
-        if run is not None:
-            _log_series(client, run.info.run_id, series)
-    _log_series(client, parent, end.parent_metrics)
-    for artifact_file, document in end.parent_documents.items():
-        client.log_dict(parent, document, artifact_file)
-    for key, value in end.parent_tags.items():
-        client.set_tag(parent, key, value[:5000])
-    if best is not None:
-        client.set_tag(parent, tags.BEST_TRIAL, best.trial_id)
-    client.log_text(parent, end.summary, "summary.txt")
+    log_end(client, parent, runs, end)
     if all(row.status != TrialStatus.RUNNING for row in rows):
         client.set_terminated(parent, "FINISHED")
         done.parent_ended = True

@@ -1,0 +1,121 @@
+"""``python -m versatil.sweep confirm NAME``: re-time a finished sweep's candidates.
+
+The latest run of the sweep under the storage path is judged from Tune's records; its
+candidates (the reference, the settings in contention and the Pareto set's) train from
+their checkpoints in paired, interleaved rounds on one device; the rounds decide the
+verdict, which is printed and written to the sweep's MLflow runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from versatil.errors import ConfigError
+
+if TYPE_CHECKING:
+    from versatil.sweep.config.schema import SweepConfig
+
+__all__ = ["DESCRIPTION", "HELP", "NAME", "configure", "main"]
+
+NAME = "confirm"
+HELP = "re-time a sweep's candidates in paired, interleaved rounds"
+DESCRIPTION = (
+    "Re-time the latest run of a sweep: its reference, the settings in contention and the "
+    "Pareto set's train from their checkpoints in alternating rounds on one device; the "
+    "rounds decide the verdict, logged to the sweep's MLflow runs."
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Adds the arguments of ``confirm`` to ``parser``.
+
+    Args:
+        parser: The subcommand's parser.
+    """
+    parser.add_argument("sweep", help="the sweep's name (its runs are NAME-<time> directories)")
+    parser.add_argument("--storage-path", default="runs/sweeps", help="the sweep's storage path")
+    parser.add_argument(
+        "--tracking-uri", default=None, help="default: the store the sweep recorded"
+    )
+    parser.add_argument("--address", default=None, help="a Ray cluster (default: a local Ray)")
+    parser.add_argument("--rounds", type=int, default=None, help="default: confirm.rounds")
+
+
+def main(args: argparse.Namespace, out: TextIO) -> int:
+    """``confirm``: re-times the latest run of the sweep and prints the new verdict.
+
+    Args:
+        args: The parsed arguments of ``confirm``.
+        out: Where progress and the verdict go.
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: for a bad name or round count, no run of the sweep, or fewer than
+            two settings with a checkpoint to compare.
+    """
+    import yaml
+
+    from versatil.sweep.config.limits import check_name
+    from versatil.sweep.config.load import validate_sweep
+    from versatil.sweep.tracking import PARENT_FILE
+    from versatil.sweep.vocab.names import SWEEP_FILE, experiment_dirs
+
+    check_name("confirm: sweep", args.sweep)
+    if args.rounds is not None and not 2 <= args.rounds <= 100:
+        raise ConfigError(f"confirm: --rounds {args.rounds} is out of range; use 2 to 100")
+    storage = Path(args.storage_path).resolve()
+    found = [
+        d
+        for d in experiment_dirs(storage, args.sweep)
+        if (d / PARENT_FILE).is_file() and (d / SWEEP_FILE).is_file()
+    ]
+    if not found:
+        raise ConfigError(
+            f"confirm: no run of sweep {args.sweep!r} under {storage}; run it first, or give "
+            "its --storage-path"
+        )
+    experiment_dir = found[-1]
+    data = yaml.safe_load((experiment_dir / SWEEP_FILE).read_text())
+    data["confirm"] = {**data.get("confirm", {}), "enabled": "on"}
+    if args.rounds is not None:
+        data["confirm"]["rounds"] = args.rounds
+    config = validate_sweep(data, source=str(experiment_dir / SWEEP_FILE))
+    return _confirm(config, experiment_dir, args, out)
+
+
+def _confirm(
+    config: SweepConfig, experiment_dir: Path, args: argparse.Namespace, out: TextIO
+) -> int:
+    """Judges the records, re-times the candidates, logs and prints the new verdict."""
+    from versatil.sweep.engine.confirm import confirm_candidates, plan
+    from versatil.sweep.engine.runner import connect_ray
+    from versatil.sweep.engine.tracker import sweep_end
+    from versatil.sweep.results.judgement import judge, summary_text
+    from versatil.sweep.results.records import read_trials, rows_from_records
+    from versatil.sweep.tracking import child_runs, log_end, reopen_sweep_run
+    from versatil.sweep.tracking.store import client as mlflow_client
+    from versatil.sweep.vocab import tags
+
+    rows = rows_from_records(read_trials(experiment_dir), config)
+    objectives, tolerance = config.objective.objectives, config.objective.tolerance
+    judgement = judge(rows, objectives, tolerance)
+    candidates = plan(config, rows, judgement)
+    if not candidates:
+        raise ConfigError(
+            f"confirm: {experiment_dir.name} has fewer than two finished settings with a "
+            "checkpoint: nothing to compare"
+        )
+    context = reopen_sweep_run(experiment_dir, args.tracking_uri)
+    connect_ray(args.address)
+    document = confirm_candidates(config, candidates, out)
+    judgement = judge(rows, objectives, tolerance, document)
+    store = mlflow_client(context.tracking_uri)
+    runs = {r.data.tags.get(tags.TRIAL_ID): r for r in child_runs(store, context)}
+    log_end(store, context.parent_run_id, runs, sweep_end(rows, judgement, document))
+    print(file=out)
+    print(summary_text(rows, judgement), file=out)
+    return 0
