@@ -55,3 +55,16 @@ def test_replicates_seed_group_and_summarise(ray_cluster, mlflow_server, sweep_c
     assert settings["bf16-mixed + eager"].change.bounded
     verdict_line = next(x for x in out.splitlines() if x.startswith("bf16-mixed + eager "))
     assert " ± " in verdict_line
+
+    # Time to target: eager fp32's mean final val_loss; its better seed reached it.
+    target = float(client.get_run(outcome.tracking.parent_run_id).data.tags["versatil.target"])
+    assert target == pytest.approx(statistics.fmean(
+        r.data.metrics["val_loss"] for r in groups["32/lr=0.01"]
+    ))  # fmt: skip
+    for run in children:
+        seconds = run.data.metrics.get("time_to_target_s")
+        final = run.data.metrics["val_loss"]
+        if final <= target * 1.01:  # it ended within the tolerance: it reached the target
+            epochs = client.get_metric_history(run.info.run_id, "epoch_time_s")
+            assert seconds is not None and 0 < seconds <= sum(m.value for m in epochs) + 1e-9
+    assert any("time_to_target_s" in r.data.metrics for r in groups["32/lr=0.01"])

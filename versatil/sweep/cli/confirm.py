@@ -91,18 +91,18 @@ def _confirm(
     config: SweepConfig, experiment_dir: Path, args: argparse.Namespace, out: TextIO
 ) -> int:
     """Judges the records, re-times the candidates, logs and prints the new verdict."""
+    from versatil.sweep.engine.conclude import conclude
     from versatil.sweep.engine.confirm import confirm_candidates, plan
     from versatil.sweep.engine.runner import connect_ray
     from versatil.sweep.engine.tracker import sweep_end
-    from versatil.sweep.results.judgement import judge, summary_text
+    from versatil.sweep.results.judgement import summary_text
     from versatil.sweep.results.records import read_trials, rows_from_records
     from versatil.sweep.tracking import child_runs, log_end, reopen_sweep_run
     from versatil.sweep.tracking.store import client as mlflow_client
     from versatil.sweep.vocab import tags
 
-    rows = rows_from_records(read_trials(experiment_dir), config)
-    objectives, tolerance = config.objective.objectives, config.objective.tolerance
-    judgement = judge(rows, objectives, tolerance)
+    records = read_trials(experiment_dir)
+    rows, judgement = conclude(config, rows_from_records(records, config), records)
     candidates = plan(config, rows, judgement)
     if not candidates:
         raise ConfigError(
@@ -112,7 +112,7 @@ def _confirm(
     context = reopen_sweep_run(experiment_dir, args.tracking_uri)
     connect_ray(args.address)
     document = confirm_candidates(config, candidates, out)
-    judgement = judge(rows, objectives, tolerance, document)
+    rows, judgement = conclude(config, rows, records, document)
     store = mlflow_client(context.tracking_uri)
     runs = {r.data.tags.get(tags.TRIAL_ID): r for r in child_runs(store, context)}
     log_end(store, context.parent_run_id, runs, sweep_end(rows, judgement, document))

@@ -168,6 +168,7 @@ def _sweep_report(config: SweepConfig, outcome: Any) -> SweepReport:
         config.objective.objectives,
         config.objective.tolerance,
         outcome.confirmation,
+        outcome.judgement.verdict.target if outcome.judgement else None,
     )
 
 

@@ -90,8 +90,8 @@ def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> Sy
     """Reconciles one sweep invocation's runs with Tune's records in ``experiment_dir``."""
     from versatil.status import TrialStatus
     from versatil.sweep.config.load import validate_sweep
+    from versatil.sweep.engine.conclude import conclude
     from versatil.sweep.engine.tracker import make_tracker, sweep_end
-    from versatil.sweep.results.judgement import judge
     from versatil.sweep.results.records import read_trials, rows_from_records
     from versatil.sweep.tracking import reopen_sweep_run
     from versatil.sweep.tracking.reconcile import close_runs
@@ -107,7 +107,7 @@ def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> Sy
     tracker = make_tracker(reopen_sweep_run(experiment_dir, tracking_uri), config)
     records = read_trials(experiment_dir)
     rows = rows_from_records(records, config)
-    judgement = judge(rows, config.objective.objectives, config.objective.tolerance)
+    rows, judgement = conclude(config, rows, records)
     done = close_runs(tracker, rows, records, sweep_end(rows, judgement))
     return SyncOutcome(
         experiment_dir=experiment_dir,

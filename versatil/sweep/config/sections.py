@@ -80,6 +80,11 @@ class ObjectiveSection(pydantic.BaseModel):
         description="Verdict: how much worse than eager fp32's objective (relative) counts "
         "as no worse.",
     )
+    target: float | None = pydantic.Field(
+        None,
+        description="Time to target: the primary objective a trial must reach (within the "
+        "tolerance); default: eager fp32's final objective.",
+    )
 
     @pydantic.model_validator(mode="before")
     @classmethod

@@ -24,6 +24,7 @@ from versatil.errors import ConfigError, ServiceError
 from versatil.status import TrialStatus
 from versatil.sweep.config.checks import check_storage, check_task
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.engine.conclude import conclude
 from versatil.sweep.engine.confirm import confirm_candidates, plan
 from versatil.sweep.engine.console import ProgressPrinter, tune_console_quiet
 from versatil.sweep.engine.space import build_param_space
@@ -34,7 +35,7 @@ from versatil.sweep.engine.tune_objects import (
     num_samples,
     objective_stopper,
 )
-from versatil.sweep.results.judgement import Judgement, judge
+from versatil.sweep.results.judgement import Judgement
 from versatil.sweep.results.records import TrialRecord, read_trials
 from versatil.sweep.results.rows import TrialRow, make_row
 from versatil.sweep.tracking import (
@@ -354,15 +355,13 @@ def run_sweep(
     missing = next((r for r in rows if r.metrics.get(OBJECTIVE_MISSING)), None)
     if missing is not None:
         rows = [r if STATUS in r.metrics else _not_run(r) for r in rows]
-    judgement = judge(rows, config.objective.objectives, config.objective.tolerance)
+    rows, judgement = conclude(config, rows, records)
     confirmation = None
     found = plan(config, rows, judgement) if missing is None else []
     if found:
         confirmation = _confirm(config, found, stream)
         if confirmation is not None:
-            judgement = judge(
-                rows, config.objective.objectives, config.objective.tolerance, confirmation
-            )
+            rows, judgement = conclude(config, rows, records, confirmation)
     releasing = None
     if release_ray:  # nothing below needs Ray; Tune's objects (and their refs) go first
         del results, tuner, trainable

@@ -19,6 +19,7 @@ from versatil.sweep.results.confirmation import round_metrics
 from versatil.sweep.results.judgement import Judgement, summary_text
 from versatil.sweep.results.records import read_trials
 from versatil.sweep.results.rows import TrialRow
+from versatil.sweep.results.target import TIME_TO_TARGET
 from versatil.sweep.tracking import SweepEnd, SweepTracker, TrackingContext, backfill
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.names import CONFIRM_ARTIFACT
@@ -61,11 +62,18 @@ def sweep_end(
     if confirmation:
         parent_metrics, child_metrics = round_metrics(confirmation)
         documents[CONFIRM_ARTIFACT] = dict(confirmation)
+    for row in rows:
+        if TIME_TO_TARGET in row.metrics:
+            series = child_metrics.setdefault(row.trial_id, {})
+            series[TIME_TO_TARGET] = [row.metrics[TIME_TO_TARGET]]
+    parent_tags = {tags.VERDICT: judgement.verdict.text}
+    if judgement.verdict.target is not None:
+        parent_tags[tags.TARGET] = repr(judgement.verdict.target)
     return SweepEnd(
         best=judgement.best,
         summary=summary_text(rows, judgement),
         child_tags=judgement.child_tags(),
-        parent_tags={tags.VERDICT: judgement.verdict.text},
+        parent_tags=parent_tags,
         parent_metrics=parent_metrics,
         child_metrics=child_metrics,
         parent_documents=documents,

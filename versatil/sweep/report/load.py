@@ -84,6 +84,7 @@ class SweepReport:
         tolerance: The verdict's tolerance (see :mod:`versatil.sweep.results.verdict`).
         confirmation: The re-timing's rounds, when the sweep's end re-timed its candidates
             (:mod:`versatil.sweep.results.confirmation`); they decide the verdict.
+        target: The objective the trials' ``time_to_target_s`` was measured to, if any.
     """
 
     def __init__(
@@ -94,13 +95,14 @@ class SweepReport:
         objectives: list[tuple[str, str]] | None = None,
         tolerance: float = 0.01,
         confirmation: Mapping[str, Any] | None = None,
+        target: float | None = None,
     ) -> None:
         self.context = context
         self.mode = mode
         self.rows = rows
         self.objectives = objectives or [(context.objective, mode)]
         self.confirmation = confirmation
-        self.judgement = judge(rows, self.objectives, tolerance, confirmation)
+        self.judgement = judge(rows, self.objectives, tolerance, confirmation, target)
         self.marks = self.judgement.marks
         self.int8: list[Int8Row] = []  # the INT8 runs of `compress`, one per trial
 
@@ -181,7 +183,8 @@ def load_report(
     objectives = [tuple(o) for o in json.loads(held.get(tags.OBJECTIVES, "[]"))]
     tolerance = float(held.get(tags.TOLERANCE, 0.01))
     confirmation = read_confirmation(client, parent.info.run_id)
-    report = SweepReport(context, mode, rows, objectives or None, tolerance, confirmation)
+    target = float(held[tags.TARGET]) if tags.TARGET in held else None
+    report = SweepReport(context, mode, rows, objectives or None, tolerance, confirmation, target)
     report.int8 = int8_rows(client, context)
     return report
 

@@ -35,6 +35,9 @@ class SettingResult:
         params: Its best configuration's params that vary in the sweep (``lr=0.01``).
         rounds: The paired rounds its speedup was re-timed in; 0 when it comes from the
             sweep's own trials.
+        time_to_target: The median ``time_to_target_s`` of its best configuration's trials
+            that reached the target; ``None`` when none did (or no target was set).
+        reached_target: How many of those trials reached it.
     """
 
     label: str
@@ -50,6 +53,8 @@ class SettingResult:
     best_trial: str
     params: str = ""
     rounds: int = 0
+    time_to_target: float | None = None
+    reached_target: int = 0
 
     @property
     def samples_per_sec(self) -> float | None:
@@ -68,6 +73,8 @@ class SettingResult:
             "best_trial": self.best_trial,
             "params": self.params,
             "rounds": self.rounds,
+            "time_to_target_s": self.time_to_target,
+            "reached_target": self.reached_target,
             "speed": self.speed_call,
             "no_worse": self.no_worse,
         }
@@ -93,6 +100,8 @@ class Verdict:
         recommended_setting: The recommended setting's label.
         tied: The settings tied with the recommended one on speed (labels), itself first.
         text: The verdict in words.
+        target: The objective each trial's time to target is measured to; ``None`` when
+            none was set.
     """
 
     metric: str
@@ -105,6 +114,7 @@ class Verdict:
     recommended_setting: str | None
     tied: list[str]
     text: str
+    target: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The verdict as plain values: the recommendation, the ties and the sentence."""
@@ -118,6 +128,7 @@ class Verdict:
             "recommended_trial": self.recommended,
             "tied": list(self.tied),
             "text": self.text,
+            "target": self.target,
         }
 
 

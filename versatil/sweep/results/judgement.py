@@ -67,6 +67,7 @@ def judge(
     objectives: Sequence[tuple[str, str]],
     tolerance: float,
     confirmation: Mapping[str, Any] | None = None,
+    target: float | None = None,
 ) -> Judgement:
     """Judges a sweep's rows by its objectives (see :mod:`~versatil.sweep.results.pareto`).
 
@@ -76,11 +77,12 @@ def judge(
         tolerance: The verdict's non-inferiority margin (relative).
         confirmation: The re-timing rounds' document, when the candidates were re-timed:
             their paired speedups decide the verdict.
+        target: The objective the rows' time to target was measured to, if any.
     """
     objectives = list(objectives)
     metric, mode = objectives[0]
     confirmed = confirmed_speedups(confirmation) if confirmation else None
-    verdict = make_verdict(rows, metric, mode, tolerance, confirmed)
+    verdict = make_verdict(rows, metric, mode, tolerance, confirmed, target)
     if len(objectives) == 1:
         best = best_row(rows, mode)
         return Judgement(objectives, best, summary_marks(rows, mode), None, verdict, rows)

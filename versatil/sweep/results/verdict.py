@@ -38,6 +38,7 @@ from versatil.stats import Estimate, difference_ci, mean_ci, ratio_of, same_valu
 from versatil.sweep.results.answer import Setting, SettingResult, Verdict
 from versatil.sweep.results.ranking import rank_key
 from versatil.sweep.results.rows import TrialRow, full_budget, value_of
+from versatil.sweep.results.target import TIME_TO_TARGET
 from versatil.sweep.results.verdict_text import verdict_text
 from versatil.sweep.vocab.keys import SEED
 from versatil.training.metric_names import SAMPLES_PER_SEC
@@ -174,6 +175,7 @@ def make_verdict(
     mode: str,
     tolerance: float = 0.01,
     confirmed: Mapping[Setting, Estimate] | None = None,
+    target: float | None = None,
 ) -> Verdict:
     r"""Compares each setting with eager fp32 (or the slowest) and recommends one.
 
@@ -185,6 +187,8 @@ def make_verdict(
             (relative) and still count as no worse.
         confirmed: Speedups over the reference measured in paired rounds
             (:mod:`~versatil.sweep.results.confirmation`); they replace the trials' own.
+        target: The objective the rows' ``time_to_target_s`` was measured to
+            (:mod:`~versatil.sweep.results.target`), if any.
     """
     finished = [r for r in rows if full_budget(r) and value_of(r, metric) is not None]
     if not finished:
@@ -236,6 +240,8 @@ def make_verdict(
                 best_trial=min(best, key=lambda r: rank_key(r, mode)).trial_id,
                 params=", ".join(f"{k}={_short(best[0].axes.get(k))}" for k in varied),
                 rounds=rounds,
+                time_to_target=_median_time(best),
+                reached_target=sum(TIME_TO_TARGET in r.metrics for r in best),
             )
         )
     results.sort(
@@ -269,8 +275,14 @@ def make_verdict(
         recommended_setting=chosen.label,
         tied=[r.label for r in tied] if len(tied) > 1 else [],
         text="",
+        target=target,
     )
     return dataclasses.replace(verdict, text=verdict_text(verdict))
+
+
+def _median_time(rows: Sequence[TrialRow]) -> float | None:
+    times = [v for v in (value_of(r, TIME_TO_TARGET) for r in rows) if v is not None]
+    return statistics.median(times) if times else None
 
 
 def _short(value: Any) -> str:

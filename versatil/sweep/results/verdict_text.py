@@ -144,6 +144,8 @@ def verdict_table(verdict: Verdict) -> str:
         "seeds",
         "trials",
     ]
+    if verdict.target is not None:
+        headers.append("time to target (s)")
     table = []
     for s in verdict.settings:
         change = s.change
@@ -170,4 +172,12 @@ def verdict_table(verdict: Verdict) -> str:
                 s.trials,
             ]
         )
-    return format_table(headers, table)
+        if verdict.target is not None:
+            table[-1].append("never" if s.time_to_target is None else f"{s.time_to_target:.3g}")
+    text = format_table(headers, table)
+    if verdict.target is not None:
+        text += (
+            f"\ntime to target: training seconds until {metric} first reached "
+            f"{verdict.target:.6g} (within {verdict.tolerance:.1%})"
+        )
+    return text

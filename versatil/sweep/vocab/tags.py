@@ -23,6 +23,7 @@ __all__ = [
     "REASON",
     "STATUS",
     "SWEEP",
+    "TARGET",
     "TOLERANCE",
     "TRIAL_ID",
     "TRIAL_NAME",
@@ -40,6 +41,8 @@ MODE = "versatil.mode"
 OBJECTIVES = "versatil.objectives"
 """Every objective as JSON ``[[metric, mode], ...]``."""
 TOLERANCE = "versatil.tolerance"
+TARGET = "versatil.target"
+"""The objective each trial's ``time_to_target_s`` is measured to."""
 BEST_TRIAL = "versatil.best_trial_id"
 VERDICT = "versatil.verdict"
 

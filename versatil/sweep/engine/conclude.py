@@ -1,0 +1,46 @@
+"""A sweep's rows judged with everything its records add: the time to target, then the verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.results.judgement import Judgement, judge
+from versatil.sweep.results.rows import TrialRow
+from versatil.sweep.results.target import apply_target
+
+__all__ = ["conclude"]
+
+
+def conclude(
+    config: SweepConfig,
+    rows: Sequence[TrialRow],
+    records: Sequence[Any],
+    confirmation: Mapping[str, Any] | None = None,
+) -> tuple[list[TrialRow], Judgement]:
+    """The rows with their ``time_to_target_s``, and their judgement.
+
+    The target is ``objective.target``, else the reference's objective, so the rows are
+    judged once for it and again with their times.
+
+    Args:
+        config: The sweep.
+        rows: Its trials.
+        records: Tune's records of them (each epoch's time and objective).
+        confirmation: The re-timing's rounds, if the candidates were re-timed.
+    """
+    objective = config.objective
+    first = judge(rows, objective.objectives, objective.tolerance)
+    reference = first.verdict.reference
+    timed, target = apply_target(
+        rows,
+        records,
+        None if reference is None else reference.objective.value,
+        objective.metric,
+        objective.mode,
+        objective.tolerance,
+        objective.target,
+    )
+    judgement = judge(timed, objective.objectives, objective.tolerance, confirmation, target)
+    return timed, judgement
