@@ -47,7 +47,9 @@ def test_the_summary_ranks_the_front_says_what_it_left_out_and_ends_with_the_ver
 def test_single_objective_keeps_its_marks_and_gets_no_pareto_tags():
     judgement = judge(ROWS, OBJECTIVES[:1], tolerance=0.01)
     assert judgement.ranking is None and judgement.child_tags() == {}
-    assert judgement.best.trial_id == "d"  # a stopped trial still counts for best, as before
+    # A trial stopped early trained less: it is neither best nor on the front, however good.
+    assert judgement.best.trial_id == "a"
+    assert judgement.marks == {"a": "*", "b": "P"}
 
 
 def test_the_front_plot_takes_extra_labelled_points(tmp_path):
@@ -57,3 +59,22 @@ def test_the_front_plot_takes_extra_labelled_points(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     three = judge(ROWS, [*OBJECTIVES, ("peak_memory_mb", "min")], tolerance=0.01)
     assert plot_front(ROWS, three.ranking, tmp_path / "front3.png").is_file()
+
+
+def test_a_trial_off_the_front_but_inside_the_noise_is_marked():
+    def timed(trial_id, val_loss, speed, noise):
+        r = row(trial_id, "32", val_loss, speed)
+        r.metrics.update(
+            samples_per_sec_ci_low=speed * (1 - noise), samples_per_sec_ci_high=speed * (1 + noise)
+        )
+        return r
+
+    rows = [
+        timed("a", 0.200, 100.0, 0.02),
+        timed("b", 0.2005, 98.0, 0.05),  # dominated by a, but within 1% and the intervals
+        timed("c", 0.300, 60.0, 0.02),  # beaten beyond noise on both
+    ]
+    judgement = judge(rows, OBJECTIVES[:1], tolerance=0.01)
+    assert judgement.marks == {"a": "*", "b": "~"}
+    assert judgement.front == {"a"}
+    assert "~ within noise of it" in summary_text(rows, judgement)

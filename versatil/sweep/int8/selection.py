@@ -15,17 +15,18 @@ __all__ = ["select_pareto", "select_top", "select_trials"]
 
 
 def select_pareto(rows: Sequence[TrialRow], mode: str) -> list[TrialRow]:
-    """The finished trials no other finished trial beats on both objective and throughput.
+    """The comparable trials no other beats on both objective and throughput.
 
     This is the front the report marks (``*`` and ``P``): a trial stays unless another is at
     least as good on the objective and on ``samples_per_sec``, and better on one of them.
+    Trials stopped early are not compared with those that trained the whole budget.
     """
     front = pareto_front(rows, mode)
     return [r for r in rows if finished(r) and r.trial_id in front]
 
 
 def select_top(rows: Sequence[TrialRow], mode: str, k: int) -> list[TrialRow]:
-    """The ``k`` best finished trials by objective; a tie goes to higher ``samples_per_sec``."""
+    """The ``k`` best comparable trials by objective; a tie goes to higher ``samples_per_sec``."""
     return ranked(rows, mode)[:k]
 
 

@@ -52,8 +52,9 @@ def write_plots(
             color=colours[precision],
             s=40,
         )
+    on_front = report.judgement.front
     front = sorted(
-        (r for r in done if r.trial_id in report.marks), key=lambda r: r.metrics[SAMPLES_PER_SEC]
+        (r for r in done if r.trial_id in on_front), key=lambda r: r.metrics[SAMPLES_PER_SEC]
     )
     axis.plot(
         [r.metrics[SAMPLES_PER_SEC] for r in front],

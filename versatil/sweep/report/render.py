@@ -73,7 +73,8 @@ def _records(report: SweepReport) -> list[dict[str, Any]]:
             status=row.status,
             reason=row.reason,
             best=report.marks.get(row.trial_id) == "*",
-            pareto=row.trial_id in report.marks,
+            pareto=row.trial_id in report.judgement.front,
+            within_noise_of_front=report.marks.get(row.trial_id) == "~",
         )
         if ranking is not None:
             record["pareto_rank"] = ranking.rank.get(row.trial_id)

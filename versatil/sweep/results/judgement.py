@@ -30,7 +30,7 @@ class Judgement:
     Attributes:
         objectives: ``(metric, mode)`` of each objective, the primary first.
         best: The best trial (on the Pareto set, when there are several objectives).
-        marks: ``*`` best, ``P`` Pareto, per trial id.
+        marks: ``*`` best, ``P`` Pareto, ``~`` within noise of the front, per trial id.
         ranking: The Pareto ranking, for a multi-objective sweep; else ``None``.
         verdict: Speeds against eager fp32 and the recommendation.
         rows: The rows judged.
@@ -42,6 +42,11 @@ class Judgement:
     ranking: Ranking | None
     verdict: Verdict
     rows: Sequence[TrialRow] = ()
+
+    @property
+    def front(self) -> set[str]:
+        """The trial ids on the Pareto front (marked ``*`` or ``P``)."""
+        return {t for t, mark in self.marks.items() if mark in ("*", "P")}
 
     def child_tags(self) -> dict[str, dict[str, str]]:
         """Per trial id: its objective over seeds (replicates) and its Pareto tags."""
@@ -85,7 +90,8 @@ def judge(
     verdict = make_verdict(rows, metric, mode, tolerance, confirmed, target)
     if len(objectives) == 1:
         best = best_row(rows, mode)
-        return Judgement(objectives, best, summary_marks(rows, mode), None, verdict, rows)
+        marks = summary_marks(rows, mode, tolerance)
+        return Judgement(objectives, best, marks, None, verdict, rows)
     ranking = rank_rows(rows, objectives)
     best = best_on_front(rows, ranking)
     return Judgement(objectives, best, pareto_marks(rows, ranking), ranking, verdict, rows)
@@ -93,7 +99,13 @@ def judge(
 
 def _legend(judgement: Judgement) -> str:
     if judgement.ranking is None:
-        return "* best trial, P other trials on the Pareto front (objective vs samples_per_sec)"
+        legend = "* best trial, P other trials on the Pareto front (objective vs samples_per_sec)"
+        if "~" in judgement.marks.values():
+            legend += (
+                ", ~ within noise of it (no trial on the front beats it beyond the "
+                "tolerance and the throughput intervals)"
+            )
+        return legend
     ranking = judgement.ranking
     names = ", ".join(f"{m} ({mode})" for m, mode in judgement.objectives)
     lines = [
