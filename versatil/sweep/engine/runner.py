@@ -36,7 +36,7 @@ from versatil.sweep.engine.tune_objects import (
     objective_stopper,
 )
 from versatil.sweep.results.judgement import Judgement
-from versatil.sweep.results.records import TrialRecord, read_trials
+from versatil.sweep.results.records import TrialRecord, axes_of, read_trials
 from versatil.sweep.results.rows import TrialRow, make_row
 from versatil.sweep.tracking import (
     TrackingContext,
@@ -169,6 +169,8 @@ def rows_from_results(
             trial reported, before a restore too, where the grid holds the last run's.
     """
     reported = {record.trial_id: list(record.epochs()) for record in records}
+    results = list(results)
+    axes = axes_of(config, [result.config or {} for result in results])
     rows = []
     for result in results:
         metrics = dict(result.metrics or {})
@@ -184,7 +186,7 @@ def rows_from_results(
                 epochs=reported.get(trial_id) or _epochs_reported(result),
                 error=error,
                 checkpoint=result.checkpoint.path if result.checkpoint else None,
-                axes=config.axis_names,
+                axes=axes,
                 objective=config.objective.metric,
             )
         )

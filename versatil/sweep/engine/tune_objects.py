@@ -23,11 +23,12 @@ def make_searcher(config: SweepConfig) -> Any:
     if config.search.algorithm == "optuna":
         from ray.tune.search.optuna import OptunaSearch
 
+        searcher = OptunaSearch if config.replicates > 1 else _seeds_apart(config.trainer.seed)
         if config.objective.is_multi:  # Optuna's multi-objective sampler; not via TuneConfig
             metrics, modes = zip(*config.objective.objectives, strict=True)
-            optuna = OptunaSearch(metric=list(metrics), mode=list(modes), seed=config.search.seed)
+            optuna = searcher(metric=list(metrics), mode=list(modes), seed=config.search.seed)
         else:
-            optuna = OptunaSearch(seed=config.search.seed)
+            optuna = searcher(seed=config.search.seed)
         if config.replicates == 1:
             return optuna
         return _seeded_repeater(optuna, config.replicate_seeds())
@@ -59,6 +60,31 @@ def num_samples(config: SweepConfig) -> int:
     if config.search.algorithm == "grid":
         return len(grid_points(config)) * config.search.num_samples
     return config.search.num_samples * config.replicates
+
+
+def _seeds_apart(base_seed: int) -> Any:
+    """OptunaSearch whose repeated suggestions train with another seed: replicates, not rivals.
+
+    A configuration Optuna suggests again gets ``seed`` ``base_seed + k`` for its ``k``-th
+    repeat; the verdict then counts it among that configuration's seeds.
+    """
+    import json
+
+    from ray.tune.search.optuna import OptunaSearch
+
+    class SeedsApart(OptunaSearch):
+        def suggest(self, trial_id: str) -> Any:
+            config = super().suggest(trial_id)
+            if isinstance(config, dict):
+                seen = self.__dict__.setdefault("_versatil_seen", {})
+                key = json.dumps(config, sort_keys=True, default=str)
+                repeat = seen.get(key, 0)
+                seen[key] = repeat + 1
+                if repeat:
+                    config = {**config, SEED: base_seed + repeat}
+            return config
+
+    return SeedsApart
 
 
 def _seeded_repeater(searcher: Any, seeds: list[int]) -> Any:

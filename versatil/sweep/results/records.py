@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from versatil.sweep.results.rows import TrialRow, make_row
-from versatil.sweep.vocab.keys import EPOCH
+from versatil.sweep.vocab.keys import EPOCH, SEED
 
-__all__ = ["TrialRecord", "read_trials", "row_from_record", "rows_from_records"]
+__all__ = ["TrialRecord", "axes_of", "read_trials", "row_from_record", "rows_from_records"]
 
 ENDED = frozenset({"TERMINATED", "ERROR"})
 """Tune's statuses of a trial that will not run again (unless the sweep is resumed)."""
@@ -139,7 +139,15 @@ def row_from_record(record: TrialRecord, axes: Sequence[str], objective: str) ->
     )
 
 
+def axes_of(config: Any, trial_configs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The sweep's axes, with ``seed`` where a trial has one (a repeated suggestion's)."""
+    axes = list(config.axis_names)
+    if SEED not in axes and any(SEED in c for c in trial_configs):
+        axes.append(SEED)
+    return axes
+
+
 def rows_from_records(records: Sequence[TrialRecord], config: Any) -> list[TrialRow]:
     """Summary rows of a sweep from Tune's records alone (no Ray, no tracking store)."""
-    axes = config.axis_names
+    axes = axes_of(config, [r.config for r in records])
     return [row_from_record(record, axes, config.objective.metric) for record in records]

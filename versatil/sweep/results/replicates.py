@@ -79,7 +79,11 @@ def replicates_table(rows: Sequence[TrialRow], metric: str) -> str:
         for c in found
     ]
     headers = ["configuration", "seeds", f"{metric} (mean ± 95% CI)", SAMPLES_PER_SEC, "trials"]
-    return format_table(headers, table)
+    return (
+        format_table(headers, table)
+        + "\nconfigurations over their seeds: replicates (and a configuration the searcher "
+        "suggested again, trained with another seed) are averaged, never ranked as rivals"
+    )
 
 
 def replicate_tags(rows: Sequence[TrialRow]) -> dict[str, dict[str, str]]:
