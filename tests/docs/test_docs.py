@@ -8,8 +8,8 @@ Two HTML comments on the line before a fence say more about its block:
 - ``<!-- file: NAME -->``: the block is the file NAME (a task module, a sweep file) that the
   blocks around it use; it is written into the directory the sweep files are checked in.
 
-Subcommands that need a finished sweep (``report``, ``compress``, ``sync``) are checked with
-``--help``.
+Subcommands that need a finished sweep (``report``, ``confirm``, ``compress``, ``sync``) are
+checked with ``--help``.
 """
 
 from __future__ import annotations

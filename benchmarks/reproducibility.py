@@ -1,0 +1,147 @@
+"""Benchmark: does the same sweep give the same answer when it runs again?
+
+Each run is ``python -m versatil.sweep`` in a new process with fresh storage (a new
+storage path and MLflow store), then ``python -m versatil.sweep report NAME --format json``
+reads its answer back. The answer is the recommended setting, or the settings tied with
+it; the benchmark reports how often the runs agree with the most frequent answer, and
+each run's sentence and speedups.
+
+::
+
+    python benchmarks/reproducibility.py --sweep quickstart --runs 5
+    python benchmarks/reproducibility.py --sweep conv --runs 5
+
+``quickstart`` is the shipped zero-argument sweep. ``conv`` is a user-style task
+(``tests.user_tasks.conv_classifier``: a residual conv net with BatchNorm, ``val_acc``),
+float32 against float64 and bf16-mixed, whose fp64 runs at about half the speed on CPU.
+
+It writes JSON to ``--out`` (default
+``benchmarks/results/reproducibility-<sweep>-<date>.json``). Run it on an otherwise idle
+machine, from the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+CONV = """\
+name: conv
+task:
+  name: "tests.user_tasks.conv_classifier:build"
+  params: {n_train: 2048, n_val: 512, image_size: 16, channels: 16, blocks: 1, batch_size: 128}
+objective: {metric: val_acc, mode: max}
+space:
+  precision: [32, 64, bf16-mixed]
+  lr: {grid: [0.001, 0.003]}
+search: {algorithm: grid}
+resources: {cpu: 1}
+max_concurrent_trials: 2
+trainer: {max_epochs: 3, accelerator: cpu}
+"""
+
+SWEEPS = {"quickstart": None, "conv": CONV}
+
+
+def one_run(sweep: str, workdir: Path) -> dict[str, Any]:
+    """Runs the sweep once in ``workdir`` with fresh storage; returns its answer."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), MLFLOW_DISABLE_TELEMETRY="true")
+    storage = workdir / "runs"
+    command = [sys.executable, "-m", "versatil.sweep", "--storage-path", str(storage)]
+    if SWEEPS[sweep] is not None:
+        path = workdir / f"{sweep}.yaml"
+        path.write_text(SWEEPS[sweep])
+        command += ["--config", str(path)]
+    start = time.perf_counter()
+    run = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if run.returncode != 0:
+        raise RuntimeError(f"the sweep exited {run.returncode}: {run.stderr[-2000:]}")
+    report_command = [sys.executable, "-m", "versatil.sweep", "report", sweep]
+    report_command += ["--storage-path", str(storage), "--format", "json"]
+    report = subprocess.run(
+        [*report_command, "--output", str(workdir / "report")],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    answer = json.loads(report.stdout)
+    verdict = answer["verdict"]
+    tied = verdict["tied"]
+    return {
+        "answer": " = ".join(sorted(tied)) if tied else verdict["recommended"],
+        "recommended": verdict["recommended"],
+        "tied": verdict["tied"],
+        "text": verdict["text"],
+        "confirmed": "confirm: re-timing" in run.stdout,
+        "settings": {
+            s["label"]: {
+                "speed": s["speed"],
+                "speedup": s["speedup"],
+                "speedup_ci": [s["speedup_ci_low"], s["speedup_ci_high"]],
+                "rounds": s["rounds"],
+                "no_worse": s["no_worse"],
+            }
+            for s in answer["settings"]
+        },
+        "wall_s": round(wall, 1),
+    }
+
+
+def main() -> None:
+    """Runs the sweep ``--runs`` times and writes how often the answers agree."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweep", choices=sorted(SWEEPS), default="quickstart")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    runs = []
+    for index in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="versatil-repro-") as directory:
+            result = one_run(args.sweep, Path(directory))
+        runs.append(result)
+        print(f"run {index + 1}: {result['answer']} ({result['wall_s']} s)", flush=True)
+    counts = collections.Counter(r["answer"] for r in runs)
+    answer, agreeing = counts.most_common(1)[0]
+    summary = {
+        "benchmark": "reproducibility",
+        "sweep": args.sweep,
+        "command": f"python benchmarks/reproducibility.py --sweep {args.sweep} --runs {args.runs}",
+        "runs": args.runs,
+        "answer": answer,
+        "agreeing": agreeing,
+        "agreement": agreeing / args.runs,
+        "answers": dict(counts),
+        "results": runs,
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "torch": metadata.version("torch"),
+            "ray": metadata.version("ray"),
+        },
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    out = args.out or REPO / "benchmarks" / "results" / (
+        f"reproducibility-{args.sweep}-{time.strftime('%Y%m%d')}.json"
+    )
+    out.write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"{agreeing} of {args.runs} runs answered {answer!r}; written to {out}")
+
+
+if __name__ == "__main__":
+    main()
