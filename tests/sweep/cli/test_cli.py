@@ -80,7 +80,19 @@ def test_cli_flags_are_frozen():
         "--tracking-uri",
         "--resume",
         "--dry-run",
+        "--no-confirm",
         "--set",
+    }
+    from versatil.sweep.cli import confirm
+    from versatil.sweep.cli.main import standalone_parser
+
+    assert option_strings(standalone_parser(confirm)) == {
+        "-h",
+        "--help",
+        "--storage-path",
+        "--tracking-uri",
+        "--address",
+        "--rounds",
     }
     assert option_strings(build_report_parser()) == {
         "-h",

@@ -16,7 +16,7 @@ from versatil.sweep.results.confirmation import Candidate, candidates, should_co
 from versatil.sweep.results.judgement import Judgement
 from versatil.sweep.results.rows import TrialRow
 
-__all__ = ["confirm_candidates", "plan"]
+__all__ = ["confirm_candidates", "confirm_or_explain", "plan"]
 
 
 def plan(config: SweepConfig, rows: Sequence[TrialRow], judgement: Judgement) -> list[Candidate]:
@@ -59,3 +59,26 @@ def confirm_candidates(
     options = {"rounds": section.rounds, "round_s": section.round_s, "seed": config.trainer.seed}
     rounds = ray.get(task.remote([(c.label, c.checkpoint) for c in found], options))
     return {"contenders": [c.as_dict() for c in found], **rounds}
+
+
+def confirm_or_explain(
+    config: SweepConfig, found: Sequence[Candidate], stream: TextIO
+) -> dict[str, Any] | None:
+    """:func:`confirm_candidates`, or ``None`` (said on ``stream``) when the re-timing failed.
+
+    The sweep's own verdict then stands, from its trials' timing.
+    """
+    import ray
+
+    try:
+        return confirm_candidates(config, found, stream)
+    except (ray.exceptions.RayError, OSError, ValueError) as error:
+        lines = str(error).strip().splitlines()
+        reason = lines[-1] if lines else type(error).__name__
+        print(
+            f"confirm: the re-timing failed ({reason[:300]}); the verdict rests on the "
+            "trials' own timing",
+            file=stream,
+            flush=True,
+        )
+        return None

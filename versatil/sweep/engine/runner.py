@@ -25,7 +25,7 @@ from versatil.status import TrialStatus
 from versatil.sweep.config.checks import check_storage, check_task
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.engine.conclude import conclude
-from versatil.sweep.engine.confirm import confirm_candidates, plan
+from versatil.sweep.engine.confirm import confirm_or_explain, plan
 from versatil.sweep.engine.console import ProgressPrinter, tune_console_quiet
 from versatil.sweep.engine.space import build_param_space
 from versatil.sweep.engine.tracker import make_tracker, sweep_end
@@ -361,7 +361,7 @@ def run_sweep(
     confirmation = None
     found = plan(config, rows, judgement) if missing is None else []
     if found:
-        confirmation = _confirm(config, found, stream)
+        confirmation = confirm_or_explain(config, found, stream or sys.stdout)
         if confirmation is not None:
             rows, judgement = conclude(config, rows, records, confirmation)
     releasing = None
@@ -389,26 +389,6 @@ def run_sweep(
         releasing_ray=releasing,
         confirmation=confirmation,
     )
-
-
-def _confirm(
-    config: SweepConfig, found: Sequence[Any], stream: TextIO | None
-) -> dict[str, Any] | None:
-    """The candidates' rounds, or ``None`` (said on ``stream``) when the re-timing failed."""
-    import ray
-
-    out = stream or sys.stdout
-    try:
-        return confirm_candidates(config, found, out)
-    except (ray.exceptions.RayError, OSError, ValueError) as error:
-        reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
-        print(
-            f"confirm: the re-timing failed ({reason[:300]}); the verdict rests on the "
-            "trials' own timing",
-            file=out,
-            flush=True,
-        )
-        return None
 
 
 def sync_command(config: SweepConfig) -> str:
