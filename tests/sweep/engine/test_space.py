@@ -12,7 +12,8 @@ from versatil.sweep.engine.tune_objects import num_samples as _num_samples
 def started_by_tune(config):
     """The configs the sweep's own search algorithm hands Tune, in order (no Ray needed).
 
-    Without its concurrency limit: no trial ends here to free a place.
+    Each is a tuple of the config's values on ``config.axis_names`` (the seed included,
+    with replicates). Without its concurrency limit: no trial ends here to free a place.
     """
     searcher = _make_searcher(config.model_copy(update={"max_concurrent_trials": None}))
 
@@ -26,7 +27,7 @@ def started_by_tune(config):
     searcher.add_configurations([experiment])
     started = []
     while (trial := searcher.next_trial()) is not None:
-        started.append(tuple(trial.config[n] for n in config.space))
+        started.append(tuple(trial.config[n] for n in config.axis_names))
     return started
 
 
@@ -89,7 +90,7 @@ def test_replicates_repeat_each_configuration_once_per_seed(sweep_config):
             trainer={"max_epochs": 1, "accelerator": "cpu", "seed": 7},
         )
         assert config.axis_names == ["precision", "lr", "seed"]
-        started = [dict(zip(config.axis_names, t, strict=True)) for t in started_by(config)]
+        started = [dict(zip(config.axis_names, t, strict=True)) for t in started_by_tune(config)]
         listed = expand_trials(config)
         assert started == listed
         per_seed = len(listed) // 3
@@ -127,53 +128,3 @@ def test_optuna_replicates_through_tunes_repeater(sweep_config):
     assert (first.config["seed"], second.config["seed"]) == (0, 1)
     assert first.config["lr"] == second.config["lr"]
     assert "__trial_index__" not in first.config
-
-
-def started_by(config):
-    """Like :func:`started_by_tune`, every axis (the seed included)."""
-    searcher = _make_searcher(config.model_copy(update={"max_concurrent_trials": None}))
-
-    def trainable(config):
-        pass
-
-    searcher.add_configurations(
-        [
-            Experiment(
-                config.name,
-                run=trainable,
-                config=build_param_space(config),
-                num_samples=_num_samples(config),
-            )
-        ]
-    )
-    started = []
-    while (trial := searcher.next_trial()) is not None:
-        started.append(tuple(trial.config[n] for n in config.axis_names))
-    return started
-
-
-def test_a_configuration_optuna_suggests_again_trains_with_another_seed(sweep_config):
-    from ray.tune.search import SearchGenerator
-
-    # Two choices and six suggestions: Optuna must repeat itself.
-    config = sweep_config(
-        space={"precision": ["32", "bf16-mixed"]},
-        search={"algorithm": "optuna", "num_samples": 6},
-        trainer={"max_epochs": 1, "accelerator": "cpu", "seed": 10},
-    )
-    searcher = _make_searcher(config)
-    searcher.set_search_properties("val_loss", "min", build_param_space(config))
-    generator = SearchGenerator(searcher)
-
-    def trainable(config):
-        pass
-
-    generator.add_configurations(
-        [Experiment(config.name, run=trainable, config=build_param_space(config), num_samples=6)]
-    )
-    configs = [generator.next_trial().config for _ in range(6)]
-    seeds = {}
-    for c in configs:
-        seeds.setdefault(c["precision"], []).append(c.get("seed", 10))
-    for found in seeds.values():
-        assert sorted(found) == list(range(10, 10 + len(found)))  # never the same seed twice

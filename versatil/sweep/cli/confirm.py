@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from versatil.errors import ConfigError
+from versatil.sweep.cli.sync import add_sweep_arguments
 
 if TYPE_CHECKING:
     from versatil.sweep.config.schema import SweepConfig
@@ -34,11 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     Args:
         parser: The subcommand's parser.
     """
-    parser.add_argument("sweep", help="the sweep's name (its runs are NAME-<time> directories)")
-    parser.add_argument("--storage-path", default="runs/sweeps", help="the sweep's storage path")
-    parser.add_argument(
-        "--tracking-uri", default=None, help="default: the store the sweep recorded"
-    )
+    add_sweep_arguments(parser)
     parser.add_argument("--address", default=None, help="a Ray cluster (default: a local Ray)")
     parser.add_argument("--rounds", type=int, default=None, help="default: confirm.rounds")
 

@@ -23,6 +23,7 @@ __all__ = [
     "HELP",
     "NAME",
     "SyncOutcome",
+    "add_sweep_arguments",
     "configure",
     "main",
     "sync_experiment",
@@ -39,6 +40,15 @@ DESCRIPTION = (
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Adds the arguments of ``sync`` to ``parser``.
+
+    Args:
+        parser: The subcommand's parser.
+    """
+    add_sweep_arguments(parser)
+
+
+def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of a command on a sweep's storage path: its name, the path, MLflow.
 
     Args:
         parser: The subcommand's parser.
