@@ -128,3 +128,30 @@ def test_optuna_replicates_through_tunes_repeater(sweep_config):
     assert (first.config["seed"], second.config["seed"]) == (0, 1)
     assert first.config["lr"] == second.config["lr"]
     assert "__trial_index__" not in first.config
+
+
+def test_a_configuration_optuna_suggests_again_trains_with_another_seed(sweep_config):
+    from ray.tune.search import SearchGenerator
+
+    # Two choices and six suggestions: Optuna must repeat itself.
+    config = sweep_config(
+        space={"precision": ["32", "bf16-mixed"]},
+        search={"algorithm": "optuna", "num_samples": 6},
+        trainer={"max_epochs": 1, "accelerator": "cpu", "seed": 10},
+    )
+    searcher = _make_searcher(config)
+    searcher.set_search_properties("val_loss", "min", build_param_space(config))
+    generator = SearchGenerator(searcher)
+
+    def trainable(config):
+        pass
+
+    generator.add_configurations(
+        [Experiment(config.name, run=trainable, config=build_param_space(config), num_samples=6)]
+    )
+    configs = [generator.next_trial().config for _ in range(6)]
+    seeds = {}
+    for c in configs:
+        seeds.setdefault(c["precision"], []).append(c.get("seed", 10))
+    for found in seeds.values():
+        assert sorted(found) == list(range(10, 10 + len(found)))  # never the same seed twice
