@@ -25,6 +25,10 @@ __all__ = ["DESCRIPTION", "configure", "load_config", "main"]
 DESCRIPTION = "Sweep precision, compile mode, matmul precision and params with Ray Tune."
 
 
+RELEASE_WAIT_S = 0.25
+"""How long the command's exit waits for Ray's shutdown, begun before the summary."""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Adds the run command's options to ``parser`` (the top-level one).
 
@@ -126,7 +130,10 @@ def _run(config: SweepConfig, args: argparse.Namespace, out: TextIO) -> int:
         return _summarize(config, outcome, out)
     finally:
         if outcome.releasing_ray is not None:
-            outcome.releasing_ray.join(timeout=60)
+            # A local cluster's processes share this process's fate (Ray's kernel fate
+            # sharing: they are killed with it), so a shutdown still under way when the
+            # summary is printed need not hold the command's exit up for long.
+            outcome.releasing_ray.join(timeout=RELEASE_WAIT_S)
 
 
 def _summarize(config: SweepConfig, outcome: Any, out: TextIO) -> int:
