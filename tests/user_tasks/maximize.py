@@ -52,8 +52,12 @@ class BlobClassifier(SamplesTruth, L.LightningModule):
 
 
 class Blobs(L.LightningDataModule):
+    def __init__(self, n_train=320):
+        super().__init__()
+        self.n_train = n_train
+
     def setup(self, stage=None):
-        self.train, self.val = blobs(320, 0), blobs(96, 1)
+        self.train, self.val = blobs(self.n_train, 0), blobs(96, 1)
 
     def train_dataloader(self):
         return DataLoader(self.train, batch_size=32, shuffle=True)
@@ -63,4 +67,6 @@ class Blobs(L.LightningDataModule):
 
 
 def build(params):
-    return BlobClassifier(**params), Blobs()
+    params = dict(params)
+    n_train = params.pop("n_train", 320)
+    return BlobClassifier(**params), Blobs(n_train)
