@@ -105,15 +105,10 @@ def test_replicates_repeat_each_configuration_once_per_seed(sweep_config):
         assert all(isinstance(t["lr"], float) for t in listed)
 
 
-def test_optuna_replicates_through_tunes_repeater(sweep_config):
+def optuna_generator(config, num_samples):
+    """The sweep's Optuna searcher as Tune wraps it, its experiment added (no Ray needed)."""
     from ray.tune.search import SearchGenerator
 
-    config = sweep_config(
-        space={"lr": {"loguniform": [1e-4, 1e-1]}},
-        search={"algorithm": "optuna", "num_samples": 2},
-        replicates=2,
-    )
-    assert _num_samples(config) == 4
     searcher = _make_searcher(config)
     searcher.set_search_properties("val_loss", "min", build_param_space(config))
     generator = SearchGenerator(searcher)
@@ -122,8 +117,26 @@ def test_optuna_replicates_through_tunes_repeater(sweep_config):
         pass
 
     generator.add_configurations(
-        [Experiment(config.name, run=trainable, config=build_param_space(config), num_samples=4)]
+        [
+            Experiment(
+                config.name,
+                run=trainable,
+                config=build_param_space(config),
+                num_samples=num_samples,
+            )
+        ]
     )
+    return generator
+
+
+def test_optuna_replicates_through_tunes_repeater(sweep_config):
+    config = sweep_config(
+        space={"lr": {"loguniform": [1e-4, 1e-1]}},
+        search={"algorithm": "optuna", "num_samples": 2},
+        replicates=2,
+    )
+    assert _num_samples(config) == 4
+    generator = optuna_generator(config, num_samples=4)
     first, second = generator.next_trial(), generator.next_trial()
     assert (first.config["seed"], second.config["seed"]) == (0, 1)
     assert first.config["lr"] == second.config["lr"]
@@ -131,24 +144,13 @@ def test_optuna_replicates_through_tunes_repeater(sweep_config):
 
 
 def test_a_configuration_optuna_suggests_again_trains_with_another_seed(sweep_config):
-    from ray.tune.search import SearchGenerator
-
     # Two choices and six suggestions: Optuna must repeat itself.
     config = sweep_config(
         space={"precision": ["32", "bf16-mixed"]},
         search={"algorithm": "optuna", "num_samples": 6},
         trainer={"max_epochs": 1, "accelerator": "cpu", "seed": 10},
     )
-    searcher = _make_searcher(config)
-    searcher.set_search_properties("val_loss", "min", build_param_space(config))
-    generator = SearchGenerator(searcher)
-
-    def trainable(config):
-        pass
-
-    generator.add_configurations(
-        [Experiment(config.name, run=trainable, config=build_param_space(config), num_samples=6)]
-    )
+    generator = optuna_generator(config, num_samples=6)
     configs = [generator.next_trial().config for _ in range(6)]
     seeds = {}
     for c in configs:
