@@ -137,6 +137,10 @@ def read_axes(path: Path) -> tuple[dict[str, list[str]], dict[str, Any], int]:
     return axes, dict(sweep.task.params), sweep.trainer.max_epochs
 
 
+# What each fit reports of its device use (versatil.training.hardware).
+HARDWARE_KEYS = ("flops_per_sample", "tflops", "ceiling_tflops", "ceiling_fraction",
+                 "peak_tflops", "mfu", "joules_per_sample")  # fmt: skip
+
 # Cheapest compile first: max-autotune benchmarks kernels and can take minutes.
 MODE_RANK = ["none", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
 # Precisions whose matmuls run (partly) in float32, where the matmul precision matters.
@@ -204,7 +208,9 @@ def machine_info(device_type: str) -> dict[str, Any]:
     return info
 
 
-def run_combo(combo: Combo, accelerator: str, device: Any, compile_log: Path) -> dict[str, Any]:
+def run_combo(
+    combo: Combo, accelerator: str, device: Any, compile_log: Path, ceilings: Any
+) -> dict[str, Any]:
     """Trains one combination; returns its row (never raises for a failed fit)."""
     from versatil.training.config import TrainConfig
     from versatil.training.fit import InfeasibleError, train
@@ -232,6 +238,7 @@ def run_combo(combo: Combo, accelerator: str, device: Any, compile_log: Path) ->
         return {**row, "status": "infeasible", "reason": reason}
     history: list[dict[str, float]] = []
     unconfirmed: list[str] = []
+    notes: dict[str, str] = {}
     workdir = Path(tempfile.mkdtemp(prefix="gpu-matrix-"))
     start = time.perf_counter()
     try:
@@ -241,8 +248,10 @@ def run_combo(combo: Combo, accelerator: str, device: Any, compile_log: Path) ->
             on_epoch_end=lambda trainer, metrics: history.append(dict(metrics)),
             device=device,
             compile_log=compile_log,
+            ceilings=ceilings,
         )
         status, reason, unconfirmed = str(result.status), "", result.unconfirmed
+        notes = result.notes
         del result
     except InfeasibleError as error:  # the check above already says; kept for safety
         status, reason = "infeasible", error.reason
@@ -256,6 +265,8 @@ def run_combo(combo: Combo, accelerator: str, device: Any, compile_log: Path) ->
     row.update(summarize(history, combo.task.objective))
     if unconfirmed:
         row["in_effect_unconfirmed"] = unconfirmed
+    if notes:
+        row["hardware_notes"] = notes
     _free_memory()
     return row
 
@@ -271,6 +282,7 @@ def summarize(history: list[dict[str, float]], objective: str) -> dict[str, Any]
         "peak_memory_mb": max(m.get("peak_memory_mb", 0.0) for m in history),
         "compile_time_s": last.get("compile_time_s"),
         "objective": last.get(objective),
+        **{key: last.get(key) for key in HARDWARE_KEYS},
         "in_effect_ok": last.get("in_effect/ok") == 1.0,
         "in_effect": {
             k.partition("/")[2]: v for k, v in last.items() if k.startswith("in_effect/")
@@ -289,8 +301,9 @@ def _free_memory() -> None:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a markdown table; each distinct reason once, as a numbered note below."""
-    headers = ["task", "precision", "compile", "matmul", "status", "samples/s", "peak MB",
-               "compile s", "objective", "in effect", "graphs", "breaks", "recompiles"]  # fmt: skip
+    headers = ["task", "precision", "compile", "matmul", "status", "samples/s", "TFLOP/s",
+               "% ceiling", "MFU %", "J/sample", "peak MB", "compile s", "objective",
+               "in effect", "graphs", "breaks", "recompiles"]  # fmt: skip
     reasons: list[str] = []
     body = []
     for r in rows:
@@ -303,12 +316,30 @@ def table(rows: list[dict[str, Any]]) -> str:
         ok = r.get("in_effect_ok")
         body.append(
             [r["task"], r["precision"], r["compile_mode"], r["matmul_precision"], status,
-             r.get("samples_per_sec"), r.get("peak_memory_mb"), r.get("compile_time_s"),
+             r.get("samples_per_sec"), r.get("tflops"), _percent(r.get("ceiling_fraction")),
+             _percent(r.get("mfu")), r.get("joules_per_sample"),
+             r.get("peak_memory_mb"), r.get("compile_time_s"),
              r.get("objective"), None if ok is None else ("yes" if ok else "NO"),
              compile_.get("graphs"), compile_.get("graph_breaks"), compile_.get("recompiles")]
         )  # fmt: skip
     notes = "".join(f"\n({i}) {reason}" for i, reason in enumerate(reasons, 1))
     return markdown(headers, body) + ("\n" + notes if notes else "")
+
+
+def _percent(fraction: float | None) -> float | None:
+    return None if fraction is None else round(100 * fraction, 1)
+
+
+def ceiling_table(ceiling: dict[str, Any], peak: dict[str, Any] | None) -> str:
+    """The measured ceiling per compute dtype beside the published dense peak."""
+    peaks = (peak or {}).get("tflops", {})
+    body = [
+        [dtype, round(tflops, 2), ceiling["sizes"].get(dtype), peaks.get(dtype),
+         _percent(tflops / peaks[dtype]) if peaks.get(dtype) else None]
+        for dtype, tflops in ceiling["tflops"].items()
+    ]  # fmt: skip
+    headers = ["compute dtype", "measured TFLOP/s", "matrix n", "published TFLOP/s", "% of it"]
+    return markdown(headers, body)
 
 
 def markdown(headers: list[str], body: list[list[Any]]) -> str:
@@ -411,6 +442,10 @@ def main(argv: list[str] | None = None) -> int:
     compile_log = out.with_suffix(".compile.log")
     compile_log.unlink(missing_ok=True)
 
+    ceilings, ceiling, peak = measure_ceilings(axes, device.type)
+    print(f"[{time.perf_counter() - started:6.1f}s] device ceiling measured:", flush=True)
+    print(ceiling_table(ceiling, peak), flush=True)
+
     combos = [
         Combo(task, p, m, mm)
         for p in axes["precision"]
@@ -443,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": None,
         "finished": False,
         "rows": rows,
+        "ceiling": ceiling,
+        "published_peak": peak,
         "fractional_gpu": FRACTIONAL_GPU,
         "plot": None,
     }
@@ -465,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
             continue
-        row = run_combo(combo, accelerator, device, compile_log)
+        row = run_combo(combo, accelerator, device, compile_log, ceilings)
         rows.append(row)
         if "wall_s" in row:
             key = (combo.task.name, combo.compile_mode)
@@ -488,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
     report.update(wall_s=round(wall, 1), finished=True, plot=figure.name if figure else None)
     write_json(out, report)
     print()
+    print(ceiling_table(ceiling, peak))
+    print()
     print(table(rows))
     counts = {
         s: sum(r["status"] == s for r in rows) for s in dict.fromkeys(r["status"] for r in rows)
@@ -495,6 +534,36 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(rows)} rows in {wall:.1f}s: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     print(f"results: {out}" + (f", plot: {figure}" if figure else ""))
     return 0
+
+
+def measure_ceilings(axes: dict[str, list[str]], device_type: str) -> tuple[Any, dict, dict | None]:
+    """Measures the device's matmul ceiling for every compute dtype of the axes, once.
+
+    Returns the cache the fits read (a new directory: every run measures afresh), the
+    ceiling as JSON, and the device's published dense peaks (``None`` when not listed).
+    """
+    import torch
+
+    from versatil.training.hardware.ceiling import CeilingCache
+    from versatil.training.hardware.dtypes import compute_dtype
+    from versatil.training.hardware.peaks import peak_for
+    from versatil.training.spec import TrialSettings
+
+    dtypes = []
+    for p in axes["precision"]:
+        for mm in axes["matmul_precision"]:
+            settings = TrialSettings.from_config({"precision": p, "matmul_precision": mm})
+            dtype = compute_dtype(settings)
+            if dtype is not None and dtype not in dtypes:
+                dtypes.append(dtype)
+    device = torch.device("cuda", 0) if device_type == "cuda" else torch.device("cpu")
+    cache = CeilingCache(Path(tempfile.mkdtemp(prefix="gpu-matrix-ceilings-")))
+    ceiling = cache.get(device, dtypes).as_dict()
+    peak = None
+    if device_type == "cuda":
+        found = peak_for(torch.cuda.get_device_name(0))
+        peak = dataclasses.asdict(found) if found is not None else None
+    return cache, ceiling, peak
 
 
 def write_json(path: Path, report: dict[str, Any]) -> None:

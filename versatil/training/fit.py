@@ -27,7 +27,10 @@ from versatil.training.checkpoint import CheckpointDirWriter
 from versatil.training.compile_cache import CompileCache, CompileCacheSession
 from versatil.training.compile_health import COMPILE_LOG, compile_logs_to
 from versatil.training.config import TrainConfig
+from versatil.training.hardware.ceiling import CeilingCache
+from versatil.training.hardware.utilization import UtilizationMonitor
 from versatil.training.in_effect import SettingsNotInEffectError, SettingsProbe
+from versatil.training.metric_names import SAMPLES_PER_SEC
 from versatil.training.metrics import ThroughputMonitor
 from versatil.training.spec import DeviceInfo
 from versatil.training.tasks import build_task
@@ -66,6 +69,7 @@ class TrainResult:
         datamodule: The task's LightningDataModule.
         unconfirmed: Settings checks that were not confirmed in the last epoch, though
             nothing contradicted them (see :mod:`versatil.training.in_effect`).
+        notes: Why a hardware metric is absent (see :mod:`versatil.training.hardware`).
     """
 
     status: str
@@ -75,6 +79,7 @@ class TrainResult:
     module: L.LightningModule
     datamodule: L.LightningDataModule
     unconfirmed: list[str] = dataclasses.field(default_factory=list)
+    notes: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class OptimizerHparams(L.Callback):
@@ -202,8 +207,10 @@ class _EpochEndHook(L.Callback):
         optimizer: OptimizerHparams,
         probe: SettingsProbe,
         hook: EpochEnd | None,
+        utilization: UtilizationMonitor,
         cache: CompileCacheSession | None = None,
     ) -> None:
+        self.utilization = utilization
         self.cache = cache
         self.monitor = monitor
         self.optimizer = optimizer
@@ -215,6 +222,7 @@ class _EpochEndHook(L.Callback):
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         metrics.update(self.monitor.epoch_metrics)
+        metrics.update(self.utilization.epoch_metrics(metrics.get(SAMPLES_PER_SEC)))
         metrics.update(self.optimizer.epoch_metrics())
         metrics.update(self.probe.epoch_metrics)
         if self.cache is not None:
@@ -284,6 +292,7 @@ def train(
     warmup_steps: int = 2,
     compile_log: Path | None = None,
     compile_cache: CompileCache | None = None,
+    ceilings: CeilingCache | None = None,
     **trainer_overrides: Any,
 ) -> TrainResult:
     """Trains ``config`` and writes its checkpoint directory after every epoch.
@@ -308,6 +317,8 @@ def train(
         compile_cache: A directory shared between trials where a compiled fit loads its
             graphs or publishes them, so each graph compiles once (see
             :class:`CompileCache`); unused for an eager run. ``None`` compiles locally.
+        ceilings: Where the device's measured matmul ceilings are cached (measured there
+            when missing); ``None`` reports no ``ceiling_fraction``.
         **trainer_overrides: Extra ``L.Trainer`` arguments (strategy, plugins, ...).
 
     Raises:
@@ -332,6 +343,7 @@ def train(
     monitor = ThroughputMonitor(
         compiled=settings.compile_mode is not None, warmup_steps=warmup_steps
     )
+    utilization = UtilizationMonitor(settings, ceilings, warmup_steps=warmup_steps)
     hparams = OptimizerHparams(optimizer_keys)
     probe = SettingsProbe(settings, compile_targets(model))
     cache = None
@@ -339,8 +351,8 @@ def train(
         cache = compile_cache.session(settings, device, model)
     # Order matters: measure and check, publish compiled graphs, write the checkpoint,
     # then report it.
-    epoch_end = _EpochEndHook(monitor, hparams, probe, on_epoch_end, cache)
-    callbacks: list[L.Callback] = [monitor, hparams, probe]
+    epoch_end = _EpochEndHook(monitor, hparams, probe, on_epoch_end, utilization, cache)
+    callbacks: list[L.Callback] = [utilization, monitor, hparams, probe]
     callbacks += [cache] if cache is not None else []
     callbacks += [CheckpointDirWriter(checkpoint_dir, config), epoch_end]
     trainer = build_trainer(config, callbacks, **trainer_overrides)
@@ -368,4 +380,5 @@ def train(
         module=model,
         datamodule=built["datamodule"],
         unconfirmed=probe.problems,
+        notes=dict(utilization.notes),
     )

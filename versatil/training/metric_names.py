@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 __all__ = [
+    "CEILING_FRACTION",
+    "CEILING_TFLOPS",
     "COMPILE_TIME_S",
     "EPOCH_TIME_S",
+    "FLOPS_PER_SAMPLE",
+    "HARDWARE_METRICS",
+    "JOULES_PER_SAMPLE",
+    "MFU",
     "PEAK_MEMORY_MB",
+    "PEAK_TFLOPS",
     "SAMPLES_PER_SEC",
+    "TFLOPS",
     "THROUGHPUT_METRICS",
 ]
 
@@ -24,3 +32,27 @@ COMPILE_TIME_S = "compile_time_s"
 
 THROUGHPUT_METRICS = (SAMPLES_PER_SEC, EPOCH_TIME_S, PEAK_MEMORY_MB, COMPILE_TIME_S)
 """The measurements every trial reports beside its objective, in the tables' order."""
+
+FLOPS_PER_SAMPLE = "flops_per_sample"
+"""FLOPs of one training step (forward and backward) per sample, counted on an eager copy."""
+
+TFLOPS = "tflops"
+"""Achieved TFLOP/s (10^12 FLOP/s): ``flops_per_sample`` x the epoch's ``samples_per_sec``."""
+
+CEILING_TFLOPS = "ceiling_tflops"
+"""The device's measured dense matmul TFLOP/s in the trial's compute dtype."""
+
+CEILING_FRACTION = "ceiling_fraction"
+"""``tflops / ceiling_tflops``: the share of what the device measurably reaches."""
+
+PEAK_TFLOPS = "peak_tflops"
+"""The GPU's published dense peak TFLOP/s in the trial's compute dtype (known GPUs only)."""
+
+MFU = "mfu"
+"""Model FLOPs utilization: ``tflops / peak_tflops`` (known GPUs only)."""
+
+JOULES_PER_SAMPLE = "joules_per_sample"
+"""Energy per training sample over the epoch's measured batches (where a counter is readable)."""
+
+HARDWARE_METRICS = (FLOPS_PER_SAMPLE, TFLOPS, CEILING_FRACTION, MFU, JOULES_PER_SAMPLE)
+"""The hardware measurements every trial reports where they can be measured."""

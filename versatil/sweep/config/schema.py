@@ -185,3 +185,7 @@ class SweepConfig(pydantic.BaseModel):
     def compile_cache_dir(self) -> Path:
         """Where compiled trials share their compiled graphs: under the storage path."""
         return self.storage_dir() / ".compile_cache"
+
+    def ceiling_dir(self) -> Path:
+        """Where the devices' measured matmul ceilings are cached: under the storage path."""
+        return self.storage_dir() / ".ceilings"

@@ -16,6 +16,7 @@ from versatil.errors import ConfigError
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.config.trial import train_config_for
 from versatil.sweep.results.confirmation import round_metrics
+from versatil.sweep.results.hardware import CEILINGS_ARTIFACT, ceiling_metrics, ceilings_of
 from versatil.sweep.results.judgement import Judgement, summary_text
 from versatil.sweep.results.records import read_trials
 from versatil.sweep.results.rows import TrialRow
@@ -62,6 +63,10 @@ def sweep_end(
     if confirmation:
         parent_metrics, child_metrics = round_metrics(confirmation)
         documents[CONFIRM_ARTIFACT] = dict(confirmation)
+    ceilings = ceilings_of(rows)
+    if ceilings:
+        documents[CEILINGS_ARTIFACT] = {"ceilings": ceilings}
+        parent_metrics.update(ceiling_metrics(ceilings))
     for row in rows:
         if TIME_TO_TARGET in row.metrics:
             series = child_metrics.setdefault(row.trial_id, {})

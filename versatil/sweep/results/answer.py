@@ -6,9 +6,19 @@ import dataclasses
 from typing import Any
 
 from versatil.stats import Estimate
-from versatil.training.metric_names import SAMPLES_PER_SEC
+from versatil.training.metric_names import (
+    CEILING_FRACTION,
+    FLOPS_PER_SAMPLE,
+    JOULES_PER_SAMPLE,
+    MFU,
+    SAMPLES_PER_SEC,
+    TFLOPS,
+)
 
 __all__ = ["Setting", "SettingResult", "Verdict"]
+
+SETTING_HARDWARE = (FLOPS_PER_SAMPLE, TFLOPS, CEILING_FRACTION, MFU, JOULES_PER_SAMPLE)
+"""The hardware values a setting reports, in the tables' order."""
 
 Setting = tuple[str, str, str]
 """A precision, compile mode and matmul precision."""
@@ -38,6 +48,8 @@ class SettingResult:
         time_to_target: The median ``time_to_target_s`` of its best configuration's trials
             that reached the target; ``None`` when none did (or no target was set).
         reached_target: How many of those trials reached it.
+        hardware: The median over its trials of ``flops_per_sample``, ``tflops``,
+            ``ceiling_fraction``, ``mfu`` and ``joules_per_sample``, where reported.
     """
 
     label: str
@@ -55,6 +67,7 @@ class SettingResult:
     rounds: int = 0
     time_to_target: float | None = None
     reached_target: int = 0
+    hardware: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def samples_per_sec(self) -> float | None:
@@ -82,6 +95,7 @@ class SettingResult:
         out.update(_bounds("speedup", self.speedup))
         out.update(_bounds("objective", self.objective))
         out.update(_bounds("objective_change", self.change))
+        out.update({name: self.hardware.get(name) for name in SETTING_HARDWARE})
         return out
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 from versatil.stats import Estimate, difference_ci, mean_ci, ratio_of, same_value, speed_verdict
 from versatil.sweep.results.answer import Setting, SettingResult, Verdict
+from versatil.sweep.results.hardware import setting_hardware
 from versatil.sweep.results.ranking import rank_key
 from versatil.sweep.results.rows import TrialRow, full_budget, value_of
 from versatil.sweep.results.target import TIME_TO_TARGET
@@ -242,6 +243,7 @@ def make_verdict(
                 rounds=rounds,
                 time_to_target=_median_time(best),
                 reached_target=sum(TIME_TO_TARGET in r.metrics for r in best),
+                hardware=setting_hardware(group),
             )
         )
     results.sort(

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from versatil.stats import Estimate
 from versatil.sweep.results.answer import SettingResult, Verdict
-from versatil.training.metric_names import SAMPLES_PER_SEC
+from versatil.training.metric_names import (
+    CEILING_FRACTION,
+    JOULES_PER_SAMPLE,
+    MFU,
+    SAMPLES_PER_SEC,
+    TFLOPS,
+)
 
 __all__ = ["percent", "ratio_text", "verdict_table", "verdict_text"]
 
@@ -123,6 +129,23 @@ def _interval(estimate: Estimate | None, digits: int = 1) -> str:
     return f"{estimate.low:.{digits}f}-{estimate.high:.{digits}f}"
 
 
+_HARDWARE_COLUMNS = {
+    TFLOPS: "TFLOP/s",
+    CEILING_FRACTION: "% ceiling",
+    MFU: "MFU",
+    JOULES_PER_SAMPLE: "J/sample",
+}
+"""The hardware columns of the verdict table; each shown when some setting reports it."""
+
+
+def _hardware_cell(name: str, value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if name in (CEILING_FRACTION, MFU):
+        return f"{100 * value:.3g}%"
+    return f"{value:.3g}"
+
+
 def verdict_table(verdict: Verdict) -> str:
     """Each setting's speed and objective against the reference, with their intervals."""
     from versatil.tables import format_table
@@ -131,10 +154,13 @@ def verdict_table(verdict: Verdict) -> str:
         return ""
     against = "eager fp32" if verdict.is_baseline else "slowest"
     metric = verdict.metric
+    shown = [n for n in _HARDWARE_COLUMNS if any(n in s.hardware for s in verdict.settings)]
+    hardware_headers = [_HARDWARE_COLUMNS[n] for n in shown]
     headers = [
         "setting",
         SAMPLES_PER_SEC,
         "95% CI",
+        *hardware_headers,
         f"x {against}",
         "95% CI",
         "speed",
@@ -162,6 +188,7 @@ def verdict_table(verdict: Verdict) -> str:
                 s.label,
                 "n/a" if s.speed is None else f"{s.speed.value:.0f}",
                 _interval(s.speed, 0),
+                *(_hardware_cell(name, s.hardware.get(name)) for name in shown),
                 "n/a" if s.speedup is None else f"{s.speedup.value:.2f}x",
                 _interval(s.speedup, 2),
                 s.speed_call,

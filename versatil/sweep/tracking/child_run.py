@@ -9,7 +9,7 @@ from typing import Any
 from versatil.status import TrialStatus
 from versatil.sweep.tracking.store import TrackingContext, find_child_run
 from versatil.sweep.vocab import tags
-from versatil.sweep.vocab.keys import EPOCH, HPARAMS, flatten, metric_items
+from versatil.sweep.vocab.keys import EPOCH, HARDWARE_NOTES, HPARAMS, flatten, metric_items
 from versatil.sweep.vocab.names import CHECKPOINT_ARTIFACT, configuration_name, run_name
 
 __all__ = ["ChildRun", "log_checkpoint", "mlflow_key", "trial_params"]
@@ -92,6 +92,8 @@ class ChildRun:
         self.params: dict[str, str] = dict(params or {})
         self.pending: dict[str, str] = {}
         self._truncated: list[str] = []
+        self._notes: dict[str, str] = {}  # note tags to send with the next batch
+        self._noted: dict[str, str] = {}  # note tags the run holds
         self.steps: dict[str, set[int]] = {}
         self.ended = False
 
@@ -195,6 +197,10 @@ class ChildRun:
 
         if isinstance(result.get(HPARAMS), Mapping):
             self.add_params(result[HPARAMS])
+        for key, why in (result.get(HARDWARE_NOTES) or {}).items():
+            tag = f"{tags.NOTE_PREFIX}{key}"
+            if self._noted.get(tag) != str(why):
+                self._notes[tag] = str(why)[:5000]
         step = int(result.get(EPOCH, 0))
         now = int(time.time() * 1000)
         batch = [
@@ -209,12 +215,12 @@ class ChildRun:
         """Logs ``metrics`` and the pending params in as few batches as MLflow accepts."""
         from mlflow.entities import Param, RunTag
 
-        while metrics or self.pending or self._truncated:
+        while metrics or self.pending or self._truncated or self._notes:
             params = list(self.pending.items())[:MAX_PARAMS_PER_BATCH]
-            notes = []
+            notes = [RunTag(key, value) for key, value in self._notes.items()]
             if self._truncated:
                 note = ", ".join(sorted(set(self._truncated)))[:5000]
-                notes = [RunTag(tags.TRUNCATED_PARAMS, note)]
+                notes.append(RunTag(tags.TRUNCATED_PARAMS, note))
             chunk = metrics[: MAX_ENTITIES_PER_BATCH - len(params) - len(notes)]
             self.client.log_batch(
                 self.run_id,
@@ -227,7 +233,9 @@ class ChildRun:
             for metric in chunk:
                 self.steps.setdefault(metric.key, set()).add(metric.step)
             metrics = metrics[len(chunk) :]
-            self._truncated = [] if notes else self._truncated
+            self._noted.update(self._notes)
+            self._notes = {}
+            self._truncated = []
 
     def finish(self, status: str, reason: str) -> None:
         """Logs what params are pending, sets the final status (and reason) tags, ends the run."""

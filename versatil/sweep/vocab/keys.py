@@ -13,6 +13,8 @@ from typing import Any
 __all__ = [
     "BOOKKEEPING",
     "EPOCH",
+    "HARDWARE_CEILING",
+    "HARDWARE_NOTES",
     "HPARAMS",
     "OBJECTIVE_MISSING",
     "REASON",
@@ -39,6 +41,12 @@ Trials that differ only in it are one configuration's replicates.
 
 HPARAMS = "hparams"
 """The module's hyperparameters, flattened to strings; in a fit's first result only."""
+
+HARDWARE_NOTES = "hardware_notes"
+"""Why a hardware metric (FLOPs, ceiling, MFU, energy) is absent: ``{"flops": why, ...}``."""
+
+HARDWARE_CEILING = "hardware_ceiling"
+"""The device's measured matmul ceilings the trial's ``ceiling_fraction`` divides by."""
 
 OBJECTIVE_MISSING = "objective_missing"
 """True in the result of a trial whose module never logged the objective metric."""
@@ -70,6 +78,8 @@ BOOKKEEPING = frozenset(
         STATUS,
         REASON,
         HPARAMS,
+        HARDWARE_NOTES,
+        HARDWARE_CEILING,
         OBJECTIVE_MISSING,
         "node_id",
         "resumed",

@@ -13,6 +13,7 @@ __all__ = [
     "INT8_SWEEP_RUN",
     "INT8_TRIAL",
     "MODE",
+    "NOTE_PREFIX",
     "OBJECTIVE",
     "OBJECTIVES",
     "OBJECTIVE_OVER_SEEDS",
@@ -59,6 +60,8 @@ OBJECTIVE_OVER_SEEDS = "versatil.objective_over_seeds"
 STATUS = "versatil.status"
 REASON = "versatil.reason"
 TRUNCATED_PARAMS = "versatil.truncated_params"
+NOTE_PREFIX = "versatil.note."
+"""``versatil.note.<what>``: why a hardware metric (flops, ceiling, mfu, energy) is absent."""
 PARETO = "versatil.pareto"
 PARETO_RANK = "versatil.pareto_rank"
 PARETO_LEVEL = "versatil.pareto_level"

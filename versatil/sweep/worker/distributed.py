@@ -141,6 +141,7 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
 
     from versatil.cli_common import quiet_libraries
     from versatil.training.fit import train
+    from versatil.training.hardware.ceiling import CeilingCache
 
     quiet_libraries()
     sweep: SweepConfig = loop_config["sweep"]
@@ -176,6 +177,7 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
             checkpoint_dir,
             on_epoch_end=report,
             ckpt_path=ckpt_path,
+            ceilings=CeilingCache(sweep.ceiling_dir()),
             strategy=RayDDPStrategy(),
             plugins=[RayLightningEnvironment()],
             devices="auto",

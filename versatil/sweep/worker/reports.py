@@ -13,7 +13,15 @@ from typing import Any
 from versatil.status import TrialStatus
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.config.trial import worst_value
-from versatil.sweep.vocab.keys import HPARAMS, OBJECTIVE_MISSING, REASON, STATUS, flatten
+from versatil.sweep.vocab.keys import (
+    HARDWARE_CEILING,
+    HARDWARE_NOTES,
+    HPARAMS,
+    OBJECTIVE_MISSING,
+    REASON,
+    STATUS,
+    flatten,
+)
 
 __all__ = [
     "end_result",
@@ -60,7 +68,26 @@ def epoch_result(
     if not resumed and trainer.current_epoch == 0:
         # The module's own hyperparameters (save_hyperparameters()), once per trial.
         result[HPARAMS] = flatten(dict(trainer.lightning_module.hparams))
-    return result
+    return {**result, **hardware_facts(trainer)}
+
+
+def hardware_facts(trainer: Any) -> dict[str, Any]:
+    """The fit's ceilings, and why a hardware metric is absent; sent with every epoch.
+
+    The ceilings are what ``ceiling_fraction`` divides by; the notes say why FLOPs, the
+    ceiling, MFU or energy is missing.
+    """
+    from versatil.training.hardware.utilization import utilization_of
+
+    monitor = utilization_of(trainer)
+    if monitor is None:
+        return {}
+    facts: dict[str, Any] = {}
+    if monitor.ceiling is not None:
+        facts[HARDWARE_CEILING] = monitor.ceiling.as_dict()
+    if monitor.notes:
+        facts[HARDWARE_NOTES] = dict(monitor.notes)
+    return facts
 
 
 def missing_objective(

@@ -40,6 +40,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
     from versatil.cli_common import quiet_libraries
     from versatil.training.compile_cache import CompileCache
     from versatil.training.fit import train
+    from versatil.training.hardware.ceiling import CeilingCache
 
     quiet_libraries()
     try:
@@ -80,6 +81,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
             ckpt_path=ckpt_path,
             optimizer_keys=tuple(mutated),
             compile_cache=CompileCache(Path(compile_cache)) if compile_cache else None,
+            ceilings=CeilingCache(sweep.ceiling_dir()),
         )
     except Exception as error:
         # Bad task params, a setting not in effect, infeasible settings, out of memory: a
