@@ -184,3 +184,10 @@ def test_an_energy_counter_unwraps_and_sums_its_domains():
     counter = EnergyCounter("test", lambda: next(readings), wrap=[0.0, 8.0])
     assert counter.joules() == pytest.approx(2.0 + 4.0)  # the second domain wrapped at 8
     assert counter.joules() == pytest.approx(6.0 + 1.0 + 1.0)
+
+
+def test_the_first_measurement_covers_the_dtypes_a_sweep_adds(tmp_path):
+    cache = CeilingCache(tmp_path, also=["fp64", "fp32-highest"])
+    first = cache.get(CPU, ["fp32-highest"], block_s=0.02)
+    assert first.measured_now == ["fp32-highest", "fp64"]
+    assert CeilingCache(tmp_path).get(CPU, ["fp64"]).measured_now == []

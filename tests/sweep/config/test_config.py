@@ -426,3 +426,19 @@ def test_a_seed_axis_is_the_fits_seed_not_a_task_param():
     run = train_config_for({"seed": 4, "precision": "32"}, config)
     assert run.seed == 4 and "seed" not in run.params
     assert train_config_for({"precision": "32"}, config).seed == config.trainer.seed
+
+
+def test_a_sweep_lists_the_compute_dtypes_its_device_can_run(sweep_config):
+    from versatil.sweep.config.trial import compute_dtypes
+    from versatil.training.spec import DeviceInfo
+
+    config = sweep_config(
+        space={
+            "precision": ["32", "16-mixed", "bf16-mixed", "64"],
+            "matmul_precision": ["high", "highest"],
+        }
+    )
+    cpu = DeviceInfo.detect("cpu")
+    # 16-mixed cannot run on a CPU: its fp16 is not measured there.
+    assert compute_dtypes(config, cpu) == ["fp32-high", "fp32-highest", "bf16", "fp64"]
+    assert compute_dtypes(sweep_config(), cpu) == ["fp32-highest"]

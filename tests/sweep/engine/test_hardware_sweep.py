@@ -80,3 +80,17 @@ def test_every_trial_reports_flops_and_its_ceiling_fraction_once_measured(
         assert "flops_per_sample" not in run.data.metrics and "tflops" not in run.data.metrics
         assert run.data.metrics["val_loss"] > 0
         assert run.data.tags["versatil.note.flops"].startswith("FLOPs not counted: TypeError")
+
+
+def test_a_relative_storage_path_caches_the_ceiling_under_it_not_in_a_trials_directory(
+    ray_cluster, sweep_config, tmp_path, monkeypatch
+):
+    # Each Tune trial runs in its own working directory; the ceiling still goes where the
+    # command's storage path points, so the next trial and the next sweep find it.
+    monkeypatch.chdir(tmp_path)
+    config = sweep_config(
+        name="relative", storage_path="relative-runs", space={"lr": {"grid": [0.01, 0.02]}}
+    )
+    outcome = run_sweep(config, stream=io.StringIO())
+    assert [r.status for r in outcome.rows] == ["completed"] * 2
+    assert len(list((tmp_path / "relative-runs" / ".ceilings").glob("*.json"))) == 1

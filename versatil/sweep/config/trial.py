@@ -13,9 +13,10 @@ from versatil.sweep.config.axes import ENUM_AXES
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.vocab.keys import SEED
 from versatil.training.config import TrainConfig
-from versatil.training.spec import NONE
+from versatil.training.hardware.dtypes import compute_dtype
+from versatil.training.spec import NONE, DeviceInfo, TrialSettings
 
-__all__ = ["train_config_for", "worst_value"]
+__all__ = ["compute_dtypes", "train_config_for", "worst_value"]
 
 
 def worst_value(mode: str) -> float:
@@ -47,3 +48,23 @@ def train_config_for(axes: dict[str, Any], sweep: SweepConfig) -> TrainConfig:
             **settings,
         }
     )
+
+
+def compute_dtypes(sweep: SweepConfig, device: DeviceInfo) -> list[str]:
+    """The compute dtypes of every setting of the sweep that ``device`` can run.
+
+    A trial measures the device's ceiling for all of them at once, while the trials that
+    start beside it wait for the measurement instead of timing each other's load.
+    """
+    default = TrialSettings()
+    precisions = sweep.space.get("precision", [default.precision.value])
+    matmuls = sweep.space.get("matmul_precision", [NONE])
+    dtypes: list[str] = []
+    for precision in precisions:
+        for matmul in matmuls:
+            config = {"precision": precision, "matmul_precision": matmul}
+            settings = TrialSettings.from_config(config)
+            dtype = compute_dtype(settings)
+            if dtype and dtype not in dtypes and settings.infeasibility_reason(device) is None:
+                dtypes.append(dtype)
+    return dtypes

@@ -284,7 +284,8 @@ def run_sweep(
     trainable = tune.with_resources(
         tune.with_parameters(
             run_trial,
-            sweep=config,
+            # Absolute: a worker's working directory is its trial's, not the driver's.
+            sweep=config.model_copy(update={"storage_path": str(config.storage_dir())}),
             # On the storage path every node shares: each graph compiles once per cluster.
             compile_cache=str(config.compile_cache_dir()) if config.trainer.compile_cache else None,
         ),

@@ -140,8 +140,10 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
     from ray.train.lightning import RayDDPStrategy, RayLightningEnvironment
 
     from versatil.cli_common import quiet_libraries
+    from versatil.sweep.config.trial import compute_dtypes
     from versatil.training.fit import train
     from versatil.training.hardware.ceiling import CeilingCache
+    from versatil.training.spec import DeviceInfo
 
     quiet_libraries()
     sweep: SweepConfig = loop_config["sweep"]
@@ -152,6 +154,7 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
     scratch = [checkpoint_dir]
     try:
         config = TrainConfig.from_mapping(loop_config["config"])
+        device = DeviceInfo.detect(config.accelerator)
         ckpt_path = None
         if restored is not None:
             # Every rank loads the checkpoint itself (Lightning restores on each rank).
@@ -177,7 +180,7 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
             checkpoint_dir,
             on_epoch_end=report,
             ckpt_path=ckpt_path,
-            ceilings=CeilingCache(sweep.ceiling_dir()),
+            ceilings=CeilingCache(sweep.ceiling_dir(), also=compute_dtypes(sweep, device)),
             strategy=RayDDPStrategy(),
             plugins=[RayLightningEnvironment()],
             devices="auto",

@@ -12,7 +12,7 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.config.trial import train_config_for
+from versatil.sweep.config.trial import compute_dtypes, train_config_for
 from versatil.sweep.worker.outcome import ending_result, epoch_report, resume_point
 from versatil.sweep.worker.restore import copy_checkpoint
 
@@ -41,6 +41,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
     from versatil.training.compile_cache import CompileCache
     from versatil.training.fit import train
     from versatil.training.hardware.ceiling import CeilingCache
+    from versatil.training.spec import DeviceInfo
 
     quiet_libraries()
     try:
@@ -60,6 +61,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
     if resume.checkpoint_dir is not None:
         ckpt_path = copy_checkpoint(resume.checkpoint_dir, trial_dir / "restored")
     resumed = ckpt_path is not None  # restored by Tune: a retry, a resume or a PBT exploit
+    device = DeviceInfo.detect(config.accelerator)
     fit_start = time.perf_counter()
 
     def report(trainer: Any, metrics: dict[str, float]) -> None:
@@ -80,8 +82,9 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
             on_epoch_end=report,
             ckpt_path=ckpt_path,
             optimizer_keys=tuple(mutated),
+            device=device,
             compile_cache=CompileCache(Path(compile_cache)) if compile_cache else None,
-            ceilings=CeilingCache(sweep.ceiling_dir()),
+            ceilings=CeilingCache(sweep.ceiling_dir(), also=compute_dtypes(sweep, device)),
         )
     except Exception as error:
         # Bad task params, a setting not in effect, infeasible settings, out of memory: a

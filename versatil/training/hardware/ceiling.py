@@ -139,26 +139,32 @@ class CeilingCache:
 
     Args:
         directory: A directory every trial can reach (a sweep's storage path's).
+        also: Compute dtypes measured along with the first one asked for (a sweep's
+            others), so that one measurement covers every trial.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, also: Iterable[str] = ()) -> None:
         self.directory = Path(directory)
+        self.also = tuple(also)
 
     def path(self, key: dict[str, Any]) -> Path:
         """The JSON file of ``key``."""
         return self.directory / f"{_slug(key)}.json"
 
     def get(self, device: torch.device, dtypes: Iterable[str], block_s: float = 0.1) -> Ceiling:
-        """The ceilings of ``dtypes`` on ``device``: cached ones read, missing ones measured.
+        """The ceilings of ``dtypes`` on ``device``: read from the cache, else measured.
+
+        Missing ones are measured together with those of ``also``.
 
         Measuring holds the key's lock; a process that finds it held waits (up to
         :data:`LOCK_WAIT_S`) and then reads what the holder measured.
         """
         key = ceiling_key(device)
-        wanted = list(dict.fromkeys(dtypes))
+        asked = list(dtypes)
         cached = self._read(key)
-        if all(d in cached.tflops for d in wanted):
+        if all(d in cached.tflops for d in asked):
             return cached
+        wanted = list(dict.fromkeys([*asked, *self.also]))
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(key)
         with open(path.with_suffix(".lock"), "a+b") as lock:
