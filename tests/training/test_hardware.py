@@ -191,3 +191,54 @@ def test_the_first_measurement_covers_the_dtypes_a_sweep_adds(tmp_path):
     first = cache.get(CPU, ["fp32-highest"], block_s=0.02)
     assert first.measured_now == ["fp32-highest", "fp64"]
     assert CeilingCache(tmp_path).get(CPU, ["fp64"]).measured_now == []
+
+
+def _linear_stack(dims):
+    """A Linear stack whose input needs no gradient: forward, weight and input gradients."""
+    forward = sum(2 * i * o for i, o in dims)
+    return 2 * forward + sum(2 * i * o for i, o in dims[1:])
+
+
+def _transformer_per_token(length=12, e=16, hidden=32, vocab=16):
+    """Lightning's demo Transformer (1 encoder, 1 decoder layer): every product's input
+    needs its gradient (it comes from an embedding), so training is 3x the forward."""
+    attention = 2 * length * 3 * e * e + 2 * (2 * length * length * e) + 2 * length * e * e
+    feed_forward = 2 * (2 * length * e * hidden)
+    cross = 2 * length * e * e + 2 * length * 2 * e * e + 2 * (2 * length * length * e)
+    cross += 2 * length * e * e
+    forward = attention + feed_forward  # encoder
+    forward += attention + cross + feed_forward  # decoder
+    forward += 2 * length * e * vocab  # the output projection
+    return 3 * forward / length
+
+
+def _conv_bn_per_sample(c=4):
+    conv1, conv2, head = 2 * c * 16 * 16 * 9, 2 * c * 8 * 8 * c * 9, 2 * c * 2
+    return 2 * (conv1 + conv2 + head) + conv2 + head
+
+
+CONFORMANCE_FLOPS = {
+    "dict_batches": _linear_stack([(8, 16), (16, 1)]),
+    "own_dataloaders": _linear_stack([(2, 8), (8, 2)]),
+    "maximize": _linear_stack([(2, 16), (16, 3)]),
+    "conv_bn": _conv_bn_per_sample(),
+    "transformer": _transformer_per_token(),  # per token: its count_samples counts tokens
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFORMANCE_FLOPS))
+def test_the_conformance_tasks_count_their_analytic_flops(name):
+    import importlib
+
+    from tests.sweep.worker.test_user_models import TASKS
+
+    task = TASKS[name]
+    module_name, function = task.spec.split(":")
+    built = getattr(importlib.import_module(module_name), function)(dict(task.params))
+    module, data = built if isinstance(built, tuple) else (built, None)
+    if data is not None:
+        data.setup("fit")
+    batch = next(iter((data or module).train_dataloader()))
+    count = count_training_flops(module, batch)
+    assert count.reason is None
+    assert count.per_sample == pytest.approx(CONFORMANCE_FLOPS[name], rel=0.02)

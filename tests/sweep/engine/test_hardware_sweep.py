@@ -9,6 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from versatil.sweep.engine.runner import run_sweep
 from versatil.sweep.report.load import load_report
+from versatil.sweep.report.render import render
 from versatil.sweep.tracking import child_runs
 from versatil.training.hardware.energy import open_counter
 
@@ -49,6 +50,14 @@ def test_every_trial_reports_flops_and_its_ceiling_fraction_once_measured(
     (ceiling,) = document["ceilings"]
     assert ceiling["tflops"]["bf16"] == metrics["ceiling_tflops/bf16"]
     assert ceiling["key"]["threads"] == 1  # the trial's CPU share, not the machine's
+
+    # The report shows the ceilings (the command's summary is this report).
+    report = load_report(outcome.tracking.tracking_uri, "hardware")
+    assert report.ceilings == [ceiling]
+    text = render(report, "table")
+    assert "ceiling of cpu (1 threads) (TFLOP/s, measured): fp32-highest" in text
+    assert json.loads(render(report, "json"))["ceilings"] == [ceiling]
+    assert "TFLOP/s" in text and "% ceiling" in text
 
     # The answer shows them per setting, at the end and read back from MLflow.
     for verdict in (

@@ -116,6 +116,12 @@ def test_user_task_is_measured_and_tracked_right(name, ray_cluster, sweep_config
         for metric in (*task.logged, *TRUTH):
             # Every metric the module logged, once per epoch.
             assert sorted(history[metric]) == list(range(EPOCHS)), (metric, history[metric])
+        # What the setting got out of the CPU, every epoch (tests/training/test_hardware.py
+        # checks each task's FLOPs against its analytic count).
+        for metric in ("flops_per_sample", "tflops", "ceiling_fraction"):
+            steps = client.get_metric_history(run.info.run_id, metric)
+            assert sorted(m.step for m in steps) == list(range(EPOCHS)), metric
+            assert min(m.value for m in steps) > 0, metric
         for epoch in range(1, EPOCHS):
             true = history["truth/samples"][epoch] / history["truth/span_s"][epoch]
             reported = history["samples_per_sec"][epoch]

@@ -13,6 +13,7 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
+from versatil.sweep.results.hardware import CEILINGS_ARTIFACT
 from versatil.sweep.results.judgement import judge
 from versatil.sweep.results.rows import SETTINGS_COLUMNS, TrialRow, make_row
 from versatil.sweep.tracking import TrackingContext, child_runs
@@ -105,6 +106,7 @@ class SweepReport:
         self.judgement = judge(rows, self.objectives, tolerance, confirmation, target)
         self.marks = self.judgement.marks
         self.int8: list[Int8Row] = []  # the INT8 runs of `compress`, one per trial
+        self.ceilings: list[dict[str, Any]] = []  # the devices' measured matmul ceilings
 
 
 def _number(text: str) -> Any:
@@ -186,17 +188,24 @@ def load_report(
     target = float(held[tags.TARGET]) if tags.TARGET in held else None
     report = SweepReport(context, mode, rows, objectives or None, tolerance, confirmation, target)
     report.int8 = int8_rows(client, context)
+    ceilings = read_document(client, parent.info.run_id, CEILINGS_ARTIFACT)
+    report.ceilings = list((ceilings or {}).get("ceilings", []))
     return report
 
 
 def read_confirmation(client: Any, parent_run_id: str) -> dict[str, Any] | None:
     """The parent run's re-timing rounds (``confirm/rounds.json``), or ``None``."""
-    folder = CONFIRM_ARTIFACT.rpartition("/")[0]
-    if CONFIRM_ARTIFACT not in {a.path for a in client.list_artifacts(parent_run_id, folder)}:
+    return read_document(client, parent_run_id, CONFIRM_ARTIFACT)
+
+
+def read_document(client: Any, run_id: str, artifact: str) -> dict[str, Any] | None:
+    """A JSON document the run holds as ``artifact``, or ``None`` when it holds none."""
+    folder = artifact.rpartition("/")[0]
+    if artifact not in {a.path for a in client.list_artifacts(run_id, folder or None)}:
         return None
     import tempfile
     from pathlib import Path
 
     with tempfile.TemporaryDirectory() as directory:
-        path = client.download_artifacts(parent_run_id, CONFIRM_ARTIFACT, directory)
+        path = client.download_artifacts(run_id, artifact, directory)
         return json.loads(Path(path).read_text())

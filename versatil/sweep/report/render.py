@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from versatil.sweep.report.load import Int8Row, SweepReport
+from versatil.sweep.results.hardware import ceiling_text
 from versatil.sweep.results.judgement import summary_text
 from versatil.sweep.results.rows import THROUGHPUT_COLUMNS
 from versatil.sweep.results.verdict_text import verdict_table
@@ -87,11 +88,13 @@ def render(report: SweepReport, fmt: str) -> str:
 
     JSON is the answer as well as the trials: an object with ``trials`` (one record per
     trial), ``settings`` (each setting's speedup against the reference with its interval,
-    and its objective's mean with its interval) and ``verdict`` (the recommended setting,
-    the settings tied with it, and the sentence).
+    its objective's mean with its interval, and its FLOPs, TFLOP/s, ceiling share, MFU and
+    energy where measured), ``verdict`` (the recommended setting, the settings tied with
+    it, and the sentence) and ``ceilings`` (each device's measured matmul ceilings).
     """
     if fmt == "table":
-        return summary_text(report.rows, report.judgement, [_int8_section(report, fmt)])
+        sections = [ceiling_text(report.ceilings), _int8_section(report, fmt)]
+        return summary_text(report.rows, report.judgement, sections)
     records = _records(report)
     if fmt == "json":
         verdict = report.judgement.verdict
@@ -99,6 +102,7 @@ def render(report: SweepReport, fmt: str) -> str:
             "trials": records,
             "settings": [s.as_dict() for s in verdict.settings],
             "verdict": verdict.as_dict(),
+            "ceilings": report.ceilings,
         }
         return json.dumps(answer, indent=2, default=str)
     columns = list(dict.fromkeys(k for r in records for k in r))

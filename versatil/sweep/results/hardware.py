@@ -19,8 +19,8 @@ from versatil.sweep.vocab.keys import HARDWARE_CEILING
 
 __all__ = [
     "CEILINGS_ARTIFACT",
-    "SETTING_HARDWARE",
     "ceiling_metrics",
+    "ceiling_text",
     "ceilings_of",
     "setting_hardware",
 ]
@@ -70,3 +70,12 @@ def ceiling_metrics(ceilings: Sequence[dict[str, Any]]) -> dict[str, list[float]
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
+def ceiling_text(ceilings: Sequence[dict[str, Any]]) -> str:
+    """One line per device: its measured matmul ceiling per compute dtype."""
+    lines = []
+    for ceiling in ceilings:
+        values = ", ".join(f"{d} {t:.3g}" for d, t in ceiling.get("tflops", {}).items())
+        lines.append(f"ceiling of {ceiling['key'].get('device')} (TFLOP/s, measured): {values}")
+    return "\n".join(lines)
