@@ -603,3 +603,26 @@ def test_every_bad_input_is_one_clear_message_and_exit_status_2(places):
     print(f"\n{len(seen)} distinct bad inputs, each exit 2 with one message ({tally})")
     assert len(seen) >= MIN_CASES, tally
     assert len(categories) >= 25, tally
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--storage-path", "s3://my-bucket/sweeps", "--dry-run"],
+        ["--set", "storage_path=gs://bucket/sweeps", "--dry-run"],
+        ["report", "quickstart", "--storage-path", "s3://my-bucket/sweeps"],
+        ["sync", "quickstart", "--storage-path", "s3://my-bucket/sweeps"],
+        ["confirm", "quickstart", "--storage-path", "s3://my-bucket/sweeps"],
+        ["compress", "quickstart", "--storage-path", "s3://my-bucket/sweeps"],
+    ],
+)
+def test_a_storage_uri_is_refused_never_a_local_directory_named_after_it(
+    argv, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(argv)
+    assert code == 2 and out == "", err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "URI, which versatil cannot write to" in err and "bucket/sweeps'" in err
+    assert "shared mount" in err
+    assert list(tmp_path.iterdir()) == []  # nothing written, no "s3:" directory

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from versatil.errors import ConfigError
 from versatil.sweep.cli.logs import EMBEDDED_STORE_LOGGERS, quiet_loggers
+from versatil.sweep.config.limits import check_storage_path
 from versatil.sweep.config.post_training import Selection
 
 __all__ = [
@@ -107,7 +108,9 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
 
     check_name("compress: experiment", args.experiment)
     selection = parse_selection(args)
-    uri = args.tracking_uri or default_tracking_uri(Path(args.storage_path).resolve())
+    uri = args.tracking_uri or default_tracking_uri(
+        Path(check_storage_path("--storage-path", args.storage_path)).resolve()
+    )
     check_server(uri)
     with quiet_loggers(EMBEDDED_STORE_LOGGERS if args.tracking_uri is None else ()):
         return _compress(args, uri, selection, out)

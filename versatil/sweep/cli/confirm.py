@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from versatil.errors import ConfigError
 from versatil.sweep.cli.sync import add_sweep_arguments
+from versatil.sweep.config.limits import check_storage_path
 
 if TYPE_CHECKING:
     from versatil.sweep.config.schema import SweepConfig
@@ -64,7 +65,7 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
     check_name("confirm: sweep", args.sweep)
     if args.rounds is not None and not 2 <= args.rounds <= 100:
         raise ConfigError(f"confirm: --rounds {args.rounds} is out of range; use 2 to 100")
-    storage = Path(args.storage_path).resolve()
+    storage = Path(check_storage_path("--storage-path", args.storage_path)).resolve()
     found = [
         d
         for d in experiment_dirs(storage, args.sweep)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from versatil.errors import ConfigError
 from versatil.sweep.cli.logs import EMBEDDED_STORE_LOGGERS, quiet_loggers
+from versatil.sweep.config.limits import check_storage_path
 from versatil.sweep.report.render import FORMATS
 
 if TYPE_CHECKING:
@@ -84,7 +85,9 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
     from versatil.sweep.tracking import check_server, default_tracking_uri
 
     check_name("report: experiment", args.experiment)
-    uri = args.tracking_uri or default_tracking_uri(Path(args.storage_path).resolve())
+    uri = args.tracking_uri or default_tracking_uri(
+        Path(check_storage_path("--storage-path", args.storage_path)).resolve()
+    )
     check_server(uri)
     with quiet_loggers(EMBEDDED_STORE_LOGGERS if args.tracking_uri is None else ()):
         return _report(args, uri, out)

@@ -17,6 +17,7 @@ from typing import TextIO
 import yaml
 
 from versatil.errors import ConfigError
+from versatil.sweep.config.limits import check_storage_path
 
 __all__ = [
     "DESCRIPTION",
@@ -147,7 +148,7 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
     from versatil.sweep.vocab.names import experiment_dirs, sweep_of
 
     check_name("sync: sweep", args.sweep)
-    storage = Path(args.storage_path).resolve()
+    storage = Path(check_storage_path("--storage-path", args.storage_path)).resolve()
     found = [d for d in experiment_dirs(storage, args.sweep) if (d / PARENT_FILE).is_file()]
     if not found:
         names = sorted(

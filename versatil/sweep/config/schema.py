@@ -14,7 +14,7 @@ import pydantic
 
 from versatil.errors import ConfigError, did_you_mean
 from versatil.sweep.config.axes import ENUM_AXES, is_grid, parse_axis
-from versatil.sweep.config.limits import check_name
+from versatil.sweep.config.limits import check_name, check_storage_path
 from versatil.sweep.config.post_training import PostTrainingSection
 from versatil.sweep.config.sections import (
     ConfirmSection,
@@ -81,6 +81,11 @@ class SweepConfig(pydantic.BaseModel):
     @classmethod
     def _check_name(cls, name: str) -> str:
         return check_name("name", name)
+
+    @pydantic.field_validator("storage_path", mode="after")
+    @classmethod
+    def _check_storage_path(cls, path: str) -> str:
+        return check_storage_path("storage_path", path)
 
     @pydantic.field_validator("space", mode="after")
     @classmethod
