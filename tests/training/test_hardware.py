@@ -148,6 +148,8 @@ def test_the_ceiling_key_names_host_device_torch_and_cpu_threads():
     key = ceiling_key(CPU)
     assert key["torch"] == torch.__version__ and key["threads"] == torch.get_num_threads()
     assert key["host"] and key["device"].startswith("cpu")
+    # Plain values: a trial reports the key, and the driver unpickles it without torch.
+    assert {type(v) for v in key.values()} <= {str, int}
 
 
 @pytest.mark.parametrize(

@@ -80,7 +80,7 @@ def cache_key(settings: TrialSettings, device: DeviceInfo, model: nn.Module) -> 
         json.dumps([repr(model), tensors], sort_keys=True).encode()
     ).hexdigest()
     return {
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),
         "triton": _triton_version(),
         "device": f"{device.type}:{device.name}",
         "settings": settings.to_config(),

@@ -16,6 +16,7 @@ from typing import Any
 
 from versatil.sweep.results.answer import SETTING_HARDWARE
 from versatil.sweep.vocab.keys import HARDWARE_CEILING
+from versatil.training.hardware.dtypes import COMPUTE_DTYPES
 
 __all__ = [
     "CEILINGS_ARTIFACT",
@@ -50,7 +51,15 @@ def ceilings_of(rows: Iterable[Any]) -> list[dict[str, Any]]:
             known = seen.setdefault(ident, {"key": ceiling["key"]})
             for part in ("tflops", "sizes", "measured_at"):  # trials may know other dtypes
                 known.setdefault(part, {}).update(ceiling.get(part, {}))
+    for known in seen.values():  # the tables' order, whichever trial measured first
+        for part in ("tflops", "sizes", "measured_at"):
+            known[part] = dict(sorted(known[part].items(), key=lambda kv: _order(kv[0])))
     return list(seen.values())
+
+
+def _order(dtype: str) -> tuple[int, str]:
+    known = dtype in COMPUTE_DTYPES
+    return (COMPUTE_DTYPES.index(dtype) if known else len(COMPUTE_DTYPES), dtype)
 
 
 def ceiling_metrics(ceilings: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
@@ -76,6 +85,7 @@ def ceiling_text(ceilings: Sequence[dict[str, Any]]) -> str:
     """One line per device: its measured matmul ceiling per compute dtype."""
     lines = []
     for ceiling in ceilings:
-        values = ", ".join(f"{d} {t:.3g}" for d, t in ceiling.get("tflops", {}).items())
+        tflops = sorted(ceiling.get("tflops", {}).items(), key=lambda kv: _order(kv[0]))
+        values = ", ".join(f"{d} {t:.3g}" for d, t in tflops)
         lines.append(f"ceiling of {ceiling['key'].get('device')} (TFLOP/s, measured): {values}")
     return "\n".join(lines)

@@ -74,7 +74,11 @@ def ceiling_key(device: torch.device) -> dict[str, Any]:
         name = torch.cuda.get_device_name(device)
     else:
         name = f"{device.type} ({torch.get_num_threads()} threads)"
-    key: dict[str, Any] = {"host": socket.gethostname(), "device": name, "torch": torch.__version__}
+    key: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "device": name,
+        "torch": str(torch.__version__),
+    }
     if device.type == "cpu":
         key["threads"] = torch.get_num_threads()
     return key
