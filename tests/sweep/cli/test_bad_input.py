@@ -626,3 +626,11 @@ def test_a_storage_uri_is_refused_never_a_local_directory_named_after_it(
     assert "URI, which versatil cannot write to" in err and "bucket/sweeps'" in err
     assert "shared mount" in err
     assert list(tmp_path.iterdir()) == []  # nothing written, no "s3:" directory
+
+
+def test_resume_and_auto_resume_together_are_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["--resume", "--auto-resume", "--dry-run"])
+    assert (code, out) == (2, "")
+    assert "argument --auto-resume: not allowed with argument --resume" in err
+    assert "Traceback" not in err

@@ -79,6 +79,7 @@ def test_cli_flags_are_frozen():
         "--storage-path",
         "--tracking-uri",
         "--resume",
+        "--auto-resume",
         "--dry-run",
         "--no-confirm",
         "--set",

@@ -114,3 +114,25 @@ def test_an_epoch_beyond_one_requests_limits_is_split_and_logged_whole(tmp_path)
     held = client.get_run(child.run_id).data
     assert len(held.params) == 151 and len(held.metrics) == 1500
     assert held.metrics["head.1499/loss"] == 1499.0
+
+
+def test_the_run_of_a_trial_tune_never_recorded_is_ended_and_deleted(tmp_path):
+    from versatil.sweep.tracking import child_runs, reopen_sweep_run
+    from versatil.sweep.tracking.reconcile import UNRECORDED, end_unrecorded
+    from versatil.sweep.vocab import tags
+
+    storage, experiment_dir = tmp_path, tmp_path / "once-1"
+    client, kept = open_child(storage, experiment_dir, "t_00000")
+    kept.log_epoch(result(0))
+    kept.finish("completed", "")
+    _, lost = open_child(storage, experiment_dir, "t_00001")  # the head died under it
+    lost.log_epoch(result(0))
+    context = reopen_sweep_run(experiment_dir, default_tracking_uri(storage))
+    # The resumed sweep's records: the first trial, and the lost one's configuration again.
+    assert end_unrecorded(client, context, {"t_00000", "t_00002"}) == ["t_00001"]
+    assert [r.info.run_id for r in child_runs(client, context)] == [kept.run_id]
+    gone = client.get_run(lost.run_id)
+    assert (gone.info.status, gone.info.lifecycle_stage) == ("KILLED", "deleted")
+    assert gone.data.tags[tags.REASON] == UNRECORDED
+    assert client.get_run(kept.run_id).info.status == "FINISHED"
+    assert end_unrecorded(client, context, {"t_00000", "t_00002"}) == []  # idempotent

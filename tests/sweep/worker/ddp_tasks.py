@@ -84,6 +84,13 @@ class TornOnRankZero(BlobClassifier):
             return
         last = trial_dir() / "checkpoint_000001" / "last.ckpt"
         wait_until(lambda: readable(last) is None, f"a readable {last}")
+        # The checkpoint is persisted before the driver records its result: a failure
+        # raised before that could lose epoch 1's result. Wait for the driver's record.
+        results = trial_dir() / "result.json"
+        wait_until(
+            lambda: results.exists() and results.read_text().count("\n") >= 2,
+            "epoch 1's result recorded by the driver",
+        )
         marker.touch()
         last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
         raise WorkerLost(f"worker lost after tearing {last.parent.name}/last.ckpt")

@@ -34,8 +34,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     Args:
         parser: The parser to add ``--config``, ``--address``, ``--storage-path``,
-            ``--tracking-uri``, ``--resume``, ``--dry-run``, ``--no-confirm`` and ``--set``
-            to.
+            ``--tracking-uri``, ``--resume``, ``--auto-resume``, ``--dry-run``,
+            ``--no-confirm`` and ``--set`` to.
     """
     parser.add_argument(
         "--config",
@@ -51,8 +51,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="MLflow server (http://host:port); default: SQLite file under the storage path",
     )
-    parser.add_argument(
+    resuming = parser.add_mutually_exclusive_group()
+    resuming.add_argument(
         "--resume", action="store_true", help="continue the latest interrupted run of this sweep"
+    )
+    resuming.add_argument(
+        "--auto-resume",
+        action="store_true",
+        help="continue the latest run if it was interrupted, else start a new one "
+        "(the command a retried job runs)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="validate and list the trials; start nothing"
@@ -121,6 +128,7 @@ def _run(config: SweepConfig, args: argparse.Namespace, out: TextIO) -> int:
         config,
         address=args.address,
         resume=args.resume,
+        auto_resume=args.auto_resume,
         tracking_uri=args.tracking_uri,
         stream=out,
         # A process of its own lets Ray go while the sweep's end is logged and printed.

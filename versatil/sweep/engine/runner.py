@@ -20,13 +20,15 @@ from typing import Any, TextIO
 
 import yaml
 
-from versatil.errors import ConfigError, ServiceError
+from versatil.errors import ConfigError
 from versatil.status import TrialStatus
 from versatil.sweep.config.checks import check_storage, check_task
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.engine.conclude import conclude
 from versatil.sweep.engine.confirm import confirm_or_explain, plan
+from versatil.sweep.engine.connect import connect_ray
 from versatil.sweep.engine.console import ProgressPrinter, tune_console_quiet
+from versatil.sweep.engine.resume import choose_experiment_dir, mark_ended
 from versatil.sweep.engine.space import build_param_space
 from versatil.sweep.engine.tracker import make_tracker, sweep_end
 from versatil.sweep.engine.tune_objects import (
@@ -89,53 +91,6 @@ class SweepOutcome:
     gap: TrackingGap | None = None
     releasing_ray: threading.Thread | None = None
     confirmation: dict[str, Any] | None = None
-
-
-def connect_ray(address: str | None) -> None:
-    """Connects to the cluster at ``address``, or starts a local Ray; no-op if connected.
-
-    A local Ray started here keeps Ray's default token authentication, without Ray's
-    console warning that it is on: the cluster is this process's own.
-    """
-    import ray
-
-    if ray.is_initialized():
-        return
-    auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
-    previous = auth_log.level
-    if address is None and not os.environ.get("RAY_ADDRESS"):
-        auth_log.setLevel(logging.ERROR)
-    try:
-        try:
-            ray.init(
-                address=address,
-                include_dashboard=False,
-                logging_level=logging.WARNING,
-                configure_logging=True,
-            )
-        except ConnectionError as error:
-            raise ConfigError(
-                f"--address: cannot reach a Ray cluster at {address!r} ({error}); "
-                "start one with `ray start --head` or omit --address to run locally"
-            ) from None
-        except Exception as error:  # Ray raises a bare Exception when its node starts slowly
-            if address is not None:
-                raise
-            # A local Ray waits 30 s for its raylet; a loaded machine can miss that once.
-            ray.shutdown()
-            try:
-                ray.init(
-                    include_dashboard=False, logging_level=logging.WARNING, configure_logging=True
-                )
-            except Exception as again:
-                ray.shutdown()
-                raise ServiceError(
-                    f"a local Ray did not start, twice ({again}; first: {error}); "
-                    "the machine may be overloaded: retry when it is less busy, or start Ray "
-                    "yourself with `ray start --head` and pass --address auto"
-                ) from None
-    finally:
-        auth_log.setLevel(previous)
 
 
 def experiment_dirs(config: SweepConfig) -> list[Path]:
@@ -212,6 +167,7 @@ def run_sweep(
     *,
     address: str | None = None,
     resume: bool = False,
+    auto_resume: bool = False,
     tracking_uri: str | None = None,
     callbacks: Sequence[Any] = (),
     stream: TextIO | None = None,
@@ -225,6 +181,7 @@ def run_sweep(
         address: A Ray cluster to connect to; ``None`` starts (or reuses) a local Ray.
         resume: Continue the latest interrupted run of this sweep; finished trials are
             not rerun.
+        auto_resume: Continue the latest run if it was interrupted, else start a new one.
         tracking_uri: The MLflow tracking URI; default ``mlflow.tracking_uri`` of the sweep,
             else an embedded SQLite file under the storage path.
         callbacks: Extra Tune callbacks.
@@ -244,16 +201,7 @@ def run_sweep(
     # MLflow; its CSV and JSON loggers (progress.csv, result.json) are added below.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     storage = check_storage(config)  # unwritable: one clear error before Ray starts
-    if resume:
-        previous = [d for d in experiment_dirs(config) if tune.Tuner.can_restore(d)]
-        if not previous:
-            raise ConfigError(
-                f"--resume: no earlier run of sweep {config.name!r} under {storage} to resume; "
-                "run it without --resume first"
-            )
-        experiment_dir = previous[-1]
-    else:
-        experiment_dir = storage / names.experiment_dir_name(config.name)
+    experiment_dir, resume = choose_experiment_dir(config, resume, auto_resume, stream)
     uri = tracking_uri or config.mlflow.tracking_uri or default_tracking_uri(storage)
     check_server(uri)
     sweep_yaml = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
@@ -372,6 +320,7 @@ def run_sweep(
     best = judgement.best
     end = sweep_end(rows, judgement, confirmation)
     gap = close_sweep(sweep_tracker, rows, records, end, sync_command(config))
+    mark_ended(experiment_dir, sweep_tracker.context.parent_run_id, len(rows))
     if missing is not None:
         ran = sum(STATUS in r.metrics for r in rows)
         raise ConfigError(

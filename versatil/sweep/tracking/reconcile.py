@@ -31,8 +31,15 @@ __all__ = [
     "backfill",
     "close_runs",
     "close_sweep",
+    "end_unrecorded",
     "log_end",
 ]
+
+UNRECORDED = (
+    "lost before Tune saved its state (its driver or head node died first): the resumed "
+    "sweep ran this configuration again as a new trial, whose run holds its results"
+)
+"""The reason on the run of a trial Tune's saved state never held."""
 
 
 @dataclasses.dataclass
@@ -196,6 +203,32 @@ def close_sweep(
     return None
 
 
+def end_unrecorded(client: Any, context: Any, trial_ids: set[str]) -> list[str]:
+    """Ends and deletes the runs of trials that Tune's records do not hold.
+
+    A trial started just before its driver (or the head node it ran on) was lost, and
+    after Tune last saved its state, is unknown to the resumed sweep: Tune runs its
+    configuration again under a new trial id. The first run is ended ``KILLED``, given the
+    reason, and deleted (MLflow keeps deleted runs until ``mlflow gc``), so the sweep holds
+    one run per trial.
+
+    Returns:
+        The trial ids whose runs were ended.
+    """
+    ended = []
+    for run in child_runs(client, context):
+        trial_id = run.data.tags.get(tags.TRIAL_ID)
+        if trial_id is None or trial_id in trial_ids:
+            continue
+        if run.info.status == "RUNNING":
+            client.set_tag(run.info.run_id, tags.STATUS, "lost")
+            client.set_tag(run.info.run_id, tags.REASON, UNRECORDED)
+            client.set_terminated(run.info.run_id, "KILLED")
+        client.delete_run(run.info.run_id)
+        ended.append(trial_id)
+    return ended
+
+
 def log_end(client: Any, parent: str, runs: Mapping[str, Any], end: SweepEnd) -> None:
     """Writes what a sweep's end concluded: tags, metrics and documents, then the summary.
 
@@ -242,6 +275,7 @@ def close_runs(
         if not child.ended:
             child.finish(row.status, row.reason)
             done.runs_ended.append(row.trial_id)
+    end_unrecorded(client, tracker.context, {row.trial_id for row in rows})
     runs = {r.data.tags.get(tags.TRIAL_ID): r for r in child_runs(client, tracker.context)}
     policy = sweep.mlflow.log_checkpoints
     chosen = {"all": list(rows), "best": [best] if best else [], "none": []}[policy]

@@ -18,6 +18,7 @@ __all__ = [
     "CHECKPOINT_ARTIFACT",
     "CONFIRM_ARTIFACT",
     "INT8_SUFFIX",
+    "SWEEP_ENDED",
     "SWEEP_FILE",
     "configuration_name",
     "experiment_dir_name",
@@ -30,6 +31,10 @@ __all__ = [
 
 SWEEP_FILE = "sweep.yaml"
 """The sweep as it ran (overrides applied), written into its experiment directory."""
+
+SWEEP_ENDED = "sweep_ended.json"
+"""Written into the experiment directory once the sweep's end is logged: no longer
+interrupted, so ``--auto-resume`` starts a new run rather than resuming it."""
 
 CHECKPOINT_ARTIFACT = "checkpoint"
 """The artifact path of a run's checkpoint directory in MLflow."""

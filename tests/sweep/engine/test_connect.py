@@ -1,0 +1,25 @@
+"""Joining a cluster at an address: an unreachable one is one clear error, at once."""
+
+import socket
+import time
+
+import pytest
+
+from versatil.errors import ConfigError
+from versatil.sweep.engine.connect import check_access
+
+
+def test_an_unreachable_address_is_a_clear_error_without_waiting_for_ray():
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(
+        ConfigError, match=rf"--address: cannot reach a Ray cluster at '127.0.0.1:{port}'"
+    ):
+        check_access(f"127.0.0.1:{port}")
+    assert time.monotonic() - start < 10  # ray.init would wait for its GCS timeouts
+
+
+def test_a_ray_client_address_is_left_to_ray():
+    check_access("ray://127.0.0.1:1")  # not probed: Ray's client has its own errors

@@ -1,0 +1,139 @@
+"""Joining a Ray cluster, or starting a local one, with one clear error for each way it fails.
+
+A cluster with Ray's token authentication refuses a process without its token; ``ray.init``
+then waits without end. Before joining a cluster at an address, one call to its GCS (a
+fraction of a second) finds that out and says what to set instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import sys
+from collections.abc import Iterator
+
+from versatil.errors import ConfigError, ServiceError
+
+__all__ = ["check_access", "connect_ray"]
+
+_AUTH_LOG = "ray._private.authentication.authentication_token_setup"
+
+
+def check_access(address: str) -> None:
+    """Fails clearly when the cluster at ``address`` refuses this process's Ray token.
+
+    With ``RAY_AUTH_MODE=token``, Ray reads the token from ``RAY_AUTH_TOKEN``, the file
+    ``RAY_AUTH_TOKEN_PATH`` names, or ``~/.ray/auth_token``. A Ray client address
+    (``ray://``) is not checked.
+
+    Raises:
+        ConfigError: When the cluster requires a token and this one is missing or wrong.
+    """
+    if address.startswith("ray://"):
+        return
+    from ray._private.services import canonicalize_bootstrap_address
+    from ray._raylet import GcsClient
+    from ray.exceptions import AuthenticationError
+
+    try:
+        gcs = canonicalize_bootstrap_address(address)
+    except Exception:
+        return  # no cluster found: ray.init says so
+    if gcs is None:
+        return
+    host, _, port = gcs.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except (OSError, ValueError) as error:
+        raise ConfigError(
+            f"--address: cannot reach a Ray cluster at {address!r} ({gcs}: {error}); "
+            "start one with `ray start --head` or omit --address to run locally"
+        ) from None
+    try:
+        with _native_stderr_silenced():  # Ray's C++ client logs the refusal on its own
+            GcsClient(address=gcs).internal_kv_get(b"versatil-access", None, timeout=30)
+    except AuthenticationError:
+        token = "a token" if os.environ.get("RAY_AUTH_MODE") == "token" else "no token"
+        raise ConfigError(
+            f"--address: the Ray cluster at {address!r} requires Ray's token authentication "
+            f"and refused this process, which has {token} or a wrong one: set RAY_AUTH_MODE=token "
+            "and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, a file) to the cluster's token "
+            "(on Kubernetes, the ray-auth Secret's auth_token)"
+        ) from None
+    except Exception:  # unreachable, or not a GCS: ray.init gives its own error
+        return
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 points at /dev/null for the duration (native code writes there)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def connect_ray(address: str | None) -> None:
+    """Connects to the cluster at ``address``, or starts a local Ray; no-op if connected.
+
+    A local Ray started here keeps Ray's default token authentication, without Ray's
+    console warning that it is on: the cluster is this process's own.
+
+    Raises:
+        ConfigError: When the cluster cannot be reached, or refuses this process's token.
+        ServiceError: When a local Ray does not start, twice.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return
+    auth_log = logging.getLogger(_AUTH_LOG)
+    previous = auth_log.level
+    joining = address or os.environ.get("RAY_ADDRESS")
+    if not joining:
+        auth_log.setLevel(logging.ERROR)
+    try:
+        if joining:
+            check_access(joining)
+        _init(address)
+    finally:
+        auth_log.setLevel(previous)
+
+
+def _init(address: str | None) -> None:
+    """``ray.init``, with a second try for a local Ray that starts too slowly."""
+    import ray
+
+    try:
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            configure_logging=True,
+        )
+    except ConnectionError as error:
+        raise ConfigError(
+            f"--address: cannot reach a Ray cluster at {address!r} ({error}); "
+            "start one with `ray start --head` or omit --address to run locally"
+        ) from None
+    except Exception as error:  # Ray raises a bare Exception when its node starts slowly
+        if address is not None:
+            raise
+        # A local Ray waits 30 s for its raylet; a loaded machine can miss that once.
+        ray.shutdown()
+        try:
+            ray.init(include_dashboard=False, logging_level=logging.WARNING, configure_logging=True)
+        except Exception as again:
+            ray.shutdown()
+            raise ServiceError(
+                f"a local Ray did not start, twice ({again}; first: {error}); "
+                "the machine may be overloaded: retry when it is less busy, or start Ray "
+                "yourself with `ray start --head` and pass --address auto"
+            ) from None
