@@ -40,6 +40,16 @@ class RayHead:
     temp_dir: Path
     dashboard: str
     log: Path
+    address: str = ""  # the GCS, for ``--address``
+    token: str | None = None  # Ray's auth token, when the head runs with RAY_AUTH_MODE=token
+
+    def get(self, path: str, timeout_s: float = 30) -> object:
+        """The JSON the dashboard answers at ``path``, with the head's token when it has one."""
+        request = urllib.request.Request(f"{self.dashboard}{path}")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            return json.load(answer)
 
 
 def start_ray_head(num_cpus: int, env: dict[str, str], timeout_s: float = 180) -> RayHead:
@@ -78,12 +88,18 @@ def start_ray_head(num_cpus: int, env: dict[str, str], timeout_s: float = 180) -
         process = subprocess.Popen(
             command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    head = RayHead(process, temp_dir, f"http://127.0.0.1:{ports['--dashboard-port']}", log)
+    head = RayHead(
+        process,
+        temp_dir,
+        f"http://127.0.0.1:{ports['--dashboard-port']}",
+        log,
+        address=f"127.0.0.1:{ports['--port']}",
+        token=env.get("RAY_AUTH_TOKEN") if env.get("RAY_AUTH_MODE") == "token" else None,
+    )
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            with urllib.request.urlopen(f"{head.dashboard}/api/version", timeout=5) as answer:
-                json.load(answer)
+            head.get("/api/version", timeout_s=5)
             return head
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:

@@ -8,15 +8,22 @@ for the job to succeed and finds the sweep's runs in MLflow.
 
 The quickstart is cut from 16 trials of 3 epochs to 4 of 1 epoch (``--set``): the full one
 takes minutes on a shared 2-core machine, and the Jobs API path is the same either way.
+
+The head runs with Ray's token authentication, as the manifests' ``authOptions`` set it up:
+a submission without the token, or with a wrong one, is refused; the CLI's ``--address``
+without the token fails with one clear message.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
+import secrets
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -26,7 +33,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.k8s.test_manifests import entrypoint_args, rendered, the
 from tests.mlflow_server import start_mlflow_server, stop_mlflow_server
-from tests.ray_head import RAY, start_ray_head, stop_ray_head
+from tests.ray_head import RAY, RayHead, start_ray_head, stop_ray_head
 
 pytestmark = pytest.mark.slow  # a Ray head with its job server, and mlflow server
 
@@ -42,7 +49,7 @@ SMALLER = [
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
-def head_environment() -> dict[str, str]:
+def head_environment(token: str) -> dict[str, str]:
     """The head's environment, and so the job's: the image's, as far as it matters here."""
     return {
         **os.environ,
@@ -53,20 +60,48 @@ def head_environment() -> dict[str, str]:
         # Ray binds a node to a non-loopback address on Linux unless this says otherwise
         # (ray._private.services.get_node_ip_address): keep every socket on 127.0.0.1.
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        # As in the pods: no Ray token (a developer's ~/.ray/auth_token would turn it on).
-        "RAY_AUTH_MODE": "disabled",
+        # As KubeRay sets them in every Ray container (authOptions: {mode: token}).
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": token,
         "RAY_USAGE_STATS_ENABLED": "0",
         "MLFLOW_DISABLE_TELEMETRY": "true",
     }
 
 
-def job_status(dashboard: str, submission_id: str) -> dict:
+def without_token(env: dict[str, str], token: str | None = None) -> dict[str, str]:
+    """``env`` of a client without the head's token: none, or ``token`` (a wrong one).
+
+    HOME is an empty directory: Ray would read a token from ``~/.ray/auth_token``.
+    """
+    client = {k: v for k, v in env.items() if not k.startswith("RAY_AUTH")}
+    client["HOME"] = tempfile.mkdtemp(prefix="home-")
+    if token is not None:
+        client.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    return client
+
+
+def job_status(head: RayHead, submission_id: str) -> dict:
     """The job's record from the job server's REST API, which ``ray job status`` reads.
 
     Polled over HTTP: one CLI call costs seconds of interpreter start on a busy machine.
     """
-    with urllib.request.urlopen(f"{dashboard}/api/jobs/{submission_id}", timeout=30) as answer:
-        return json.load(answer)
+    return head.get(f"/api/jobs/{submission_id}")
+
+
+def assert_refused(head: RayHead, env: dict[str, str]) -> None:
+    """The job server refuses a submission, and its REST API a read, from ``env``."""
+    result = subprocess.run(
+        [*RAY, "job", "submit", "--address", head.dashboard, "--no-wait", "--", "true"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert re.search(r"401|[Uu]nauthori[sz]ed|[Aa]uthentication", result.stderr), result.stderr
+    request = urllib.request.Request(f"{head.dashboard}/api/jobs/")
+    if env.get("RAY_AUTH_TOKEN"):
+        request.add_header("Authorization", f"Bearer {env['RAY_AUTH_TOKEN']}")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code in (401, 403)
 
 
 def ray_job(env: dict[str, str], *args: str, timeout: float = 120) -> str:
@@ -86,20 +121,30 @@ def test_quickstart_submitted_through_the_job_server_logs_its_trials_to_mlflow(t
     (tmp_path / "mlflow").mkdir()
     server, uri = start_mlflow_server(tmp_path / "mlflow")
     args[args.index("--tracking-uri") + 1] = uri
-    env = head_environment()
+    env = head_environment(secrets.token_hex(32))
     submission_id = f"versatil-{uuid.uuid4().hex[:8]}"
     head = None
     try:
         head = start_ray_head(num_cpus=2, env=env)
+        assert_refused(head, without_token(env))
+        assert_refused(head, without_token(env, token=secrets.token_hex(32)))
+        # The CLI's --address without the token: one clear error, exit status 2.
+        refused = subprocess.run(
+            [sys.executable, "-m", "versatil.sweep", "--address", head.address, *args, *SMALLER],
+            env=without_token(env), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert refused.stderr.startswith("error: --address: the Ray cluster at "), refused.stderr
+        assert "RAY_AUTH_TOKEN" in refused.stderr and "Traceback" not in refused.stderr
         ray_job(
             env, "submit", "--address", head.dashboard, "--submission-id", submission_id,
             "--no-wait", "--", "python", "-m", "versatil.sweep", *args, *SMALLER,
         )  # fmt: skip
         deadline = time.monotonic() + 900
-        status = job_status(head.dashboard, submission_id)
+        status = job_status(head, submission_id)
         while status["status"] not in TERMINAL and time.monotonic() < deadline:
             time.sleep(2)
-            status = job_status(head.dashboard, submission_id)
+            status = job_status(head, submission_id)
         logs = ray_job(env, "logs", "--address", head.dashboard, submission_id)
         if status["status"] not in TERMINAL:
             ray_job(env, "stop", "--address", head.dashboard, submission_id)

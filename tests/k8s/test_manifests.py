@@ -59,6 +59,7 @@ KUBERNETES_VERSION = "1.37.0"
 SECRETS = {
     "mlflow-server": {"db-username", "db-password", "flask-secret-key"},
     "mlflow-credentials": {"username", "password"},
+    "ray-auth": {"auth_token"},
 }
 # libyaml reads the 2.3 MB of CRDs in under a second; pure Python takes several.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -743,6 +744,8 @@ def test_entrypoint_runs_a_shipped_sweep_with_shared_storage_and_mlflow(name: st
         job = the(docs, "RayJob")
         assert job["spec"]["shutdownAfterJobFinishes"] is True
         assert job["spec"]["ttlSecondsAfterFinished"] > 0
+        # A lost head fails the job: its retries run the same command, which resumes.
+        assert job["spec"]["backoffLimit"] >= 2 and args.auto_resume
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
@@ -902,6 +905,12 @@ def test_credentials_come_only_from_secrets_the_readme_creates(name: str) -> Non
                 ref = env["valueFrom"]["secretKeyRef"]
                 assert not ref.get("optional"), f"{owner}: {env['name']} must be there"
                 used.setdefault(ref["name"], set()).add(ref["key"])
+    # KubeRay hands every Ray container the auth_token of the cluster's authOptions Secret.
+    resource = ray_resource(name, docs)
+    cluster = (
+        resource["spec"]["rayClusterSpec"] if resource["kind"] == "RayJob" else resource["spec"]
+    )
+    used.setdefault(cluster["authOptions"]["secretName"], set()).add("auth_token")
     assert used == SECRETS, used
     for secret, keys in SECRETS.items():
         command = re.search(rf"kubectl create secret generic {secret}\b[^`]*", readme)
@@ -1028,3 +1037,46 @@ def test_renderer_applies_add_remove_replace_and_test(tmp_path: Path) -> None:
     )
     (tmp_path / "kustomization.yaml").write_text(BASE_KUSTOMIZATION + PATCH % ("j.b", operations))
     assert render(tmp_path)[0]["spec"] == {"entrypoint": "b", "l": [2, 3, 4], "a/b": {"c": 1}}
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_only_the_sweep_reaches_the_cluster_and_mlflow(name: str) -> None:
+    docs = rendered(name)
+    resource = ray_resource(name, docs)
+    cluster = (
+        resource["spec"]["rayClusterSpec"] if resource["kind"] == "RayJob" else resource["spec"]
+    )
+    assert cluster["authOptions"]["mode"] == "token"
+    policies = {p["metadata"]["name"]: p["spec"] for p in find(docs, "NetworkPolicy")}
+    ray_pods = {"podSelector": {"matchLabels": {"ray.io/is-ray-node": "yes"}}}
+
+    def admitted(selector: dict[str, str]) -> list[tuple[list[dict[str, Any]], Any]]:
+        """The (peers, ports) rules of the policies that select pods labelled ``selector``."""
+        return [
+            (rule.get("from", []), rule.get("ports"))
+            for spec in policies.values()
+            if spec["podSelector"]["matchLabels"].items() <= selector.items()
+            for rule in spec.get("ingress", [])
+        ]
+
+    def peers(selector: dict[str, str]) -> list[dict[str, Any]]:
+        return [peer for found, _ in admitted(selector) for peer in found]
+
+    head = {"ray.io/is-ray-node": "yes", "ray.io/node-type": "head"}
+    worker = {"ray.io/is-ray-node": "yes", "ray.io/node-type": "worker"}
+    for pod in (head, worker):  # every rule names its peers: none admits everyone
+        assert all(found for found, _ in admitted(pod)) and ray_pods in peers(pod)
+    # Beyond the Ray pods, only the submitter and the operator reach the head, on 8265 only.
+    for found, ports in admitted(head):
+        if ray_pods not in found:
+            assert ports == [{"port": 8265, "protocol": "TCP"}], ports
+    assert peers(worker) == [ray_pods]
+    submitter = {"podSelector": {"matchLabels": {"batch.kubernetes.io/job-name": "versatil-sweep"}}}
+    assert submitter in peers(head)
+    if resource["kind"] == "RayJob":
+        assert resource["metadata"]["name"] == "versatil-sweep"  # the submitter Job's name
+    # MLflow: the Ray pods (the drivers) only; PostgreSQL: MLflow only.
+    assert peers({"app.kubernetes.io/name": "mlflow"}) == [ray_pods]
+    assert peers({"app.kubernetes.io/name": "mlflow-postgres"}) == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mlflow"}}}
+    ]
