@@ -11,11 +11,17 @@ from pathlib import Path
 
 
 def start_mlflow_server(
-    root: Path, timeout_s: float = 90, port: int | None = None
+    root: Path,
+    timeout_s: float = 90,
+    port: int | None = None,
+    artifacts_destination: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """Starts a server (SQLite backend, local artifacts under ``root``); returns it and its URI.
 
     ``port`` restarts a server where it was (same store, same URI); default a free port.
+    ``artifacts_destination`` (``s3://bucket/prefix``, with ``env`` holding the store's
+    endpoint and keys) replaces the local artifact directory.
     """
     if port is None:
         with socket.socket() as probe:
@@ -23,6 +29,7 @@ def start_mlflow_server(
             port = probe.getsockname()[1]
     env = {
         **os.environ,
+        **(env or {}),
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
         "MLFLOW_DISABLE_TELEMETRY": "true",
     }
@@ -31,7 +38,7 @@ def start_mlflow_server(
             sys.executable, "-m", "mlflow", "server",
             "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-            "--artifacts-destination", str(root / "artifacts"),
+            "--artifacts-destination", artifacts_destination or str(root / "artifacts"),
         ],
         env=env,
         stdout=subprocess.DEVNULL,

@@ -320,7 +320,8 @@ def run_sweep(
     best = judgement.best
     end = sweep_end(rows, judgement, confirmation)
     gap = close_sweep(sweep_tracker, rows, records, end, sync_command(config))
-    mark_ended(experiment_dir, sweep_tracker.context.parent_run_id, len(rows))
+    if gap is None:  # else its end is not in MLflow yet: --auto-resume would log it
+        mark_ended(experiment_dir, sweep_tracker.context.parent_run_id, len(rows))
     if missing is not None:
         ran = sum(STATUS in r.metrics for r in rows)
         raise ConfigError(
