@@ -56,12 +56,13 @@ class ConvNet(SamplesTruth, L.LightningModule):
 
 
 class Images(L.LightningDataModule):
-    def __init__(self, batch_size: int = 32):
+    def __init__(self, batch_size: int = 32, n_train: int = 256):
         super().__init__()
         self.batch_size = batch_size
+        self.n_train = n_train
 
     def setup(self, stage=None):
-        self.train, self.val = images(256, 0), images(64, 1)
+        self.train, self.val = images(self.n_train, 0), images(64, 1)
 
     def train_dataloader(self):
         return DataLoader(self.train, batch_size=self.batch_size, shuffle=True)
@@ -72,5 +73,5 @@ class Images(L.LightningDataModule):
 
 def build(params):
     params = dict(params)
-    batch_size = params.pop("batch_size", 32)
-    return ConvNet(**params), Images(batch_size)
+    data = {key: params.pop(key) for key in ("batch_size", "n_train") if key in params}
+    return ConvNet(**params), Images(**data)
