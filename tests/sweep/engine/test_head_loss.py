@@ -22,6 +22,7 @@ from tests.sweep.drivers import cli, gated_sweep, wait_for
 from tests.sweep.engine.test_node_loss import alive
 from tests.sweep.exactly_once import assert_exactly_once
 from versatil.sweep.tracking import child_runs, reopen_sweep_run
+from versatil.sweep.vocab.names import SWEEP_ENDED
 
 pytestmark = pytest.mark.slow  # two clusters, a server and two sweep drivers
 
@@ -80,6 +81,7 @@ def test_the_head_lost_and_the_same_command_with_auto_resume_finishes(ray_cluste
         out = resumed.stdout
         assert f"--auto-resume: resuming the interrupted run {experiment_dir}" in out
         assert "4 trials in" in out and "4 completed" in out
+        assert (experiment_dir / SWEEP_ENDED).exists()  # a third attempt would start anew
         counted = assert_exactly_once(experiment_dir, uri)
         assert (counted.trials, counted.epochs) == (4, 12)
         # No configuration ran twice: one child run per learning rate.

@@ -21,6 +21,7 @@ from tests.sweep.drivers import BOUND_S, gated_sweep, wait_for
 from tests.sweep.exactly_once import assert_exactly_once
 from versatil.cli_common import run_main
 from versatil.sweep.cli.main import main
+from versatil.sweep.vocab.names import SWEEP_ENDED
 
 pytestmark = pytest.mark.slow  # sweeps against mlflow servers stopped and restarted
 
@@ -163,6 +164,8 @@ def test_the_sweep_ends_without_the_store_and_sync_backfills(
         assert f"run `python -m versatil.sweep sync {name} --storage-path {storage}`" in err
         assert "Not in MLflow yet: " in err
         assert ended_s < 200
+        # Its end is not in MLflow: --auto-resume would continue this run, not start one.
+        assert not (experiment_dir / SWEEP_ENDED).exists()
         # The store comes back; sync fills in what it missed.
         if fault_kind == "stopped":
             servers.append(start_mlflow_server(root, port=port)[0])
