@@ -129,10 +129,11 @@ def test_the_run_of_a_trial_tune_never_recorded_is_ended_and_deleted(tmp_path):
     lost.log_epoch(result(0))
     context = reopen_sweep_run(experiment_dir, default_tracking_uri(storage))
     # The resumed sweep's records: the first trial, and the lost one's configuration again.
-    assert end_unrecorded(client, context, {"t_00000", "t_00002"}) == ["t_00001"]
+    recorded = {"t_00000", "t_00002"}
+    assert end_unrecorded(client, child_runs(client, context), recorded) == ["t_00001"]
     assert [r.info.run_id for r in child_runs(client, context)] == [kept.run_id]
     gone = client.get_run(lost.run_id)
     assert (gone.info.status, gone.info.lifecycle_stage) == ("KILLED", "deleted")
     assert gone.data.tags[tags.REASON] == UNRECORDED
     assert client.get_run(kept.run_id).info.status == "FINISHED"
-    assert end_unrecorded(client, context, {"t_00000", "t_00002"}) == []  # idempotent
+    assert end_unrecorded(client, child_runs(client, context), recorded) == []  # idempotent

@@ -47,10 +47,7 @@ def check_access(address: str) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=10).close()
     except (OSError, ValueError) as error:
-        raise ConfigError(
-            f"--address: cannot reach a Ray cluster at {address!r} ({gcs}: {error}); "
-            "start one with `ray start --head` or omit --address to run locally"
-        ) from None
+        raise _unreachable(address, f"{gcs}: {error}") from None
     try:
         with _native_stderr_silenced():  # Ray's C++ client logs the refusal on its own
             GcsClient(address=gcs).internal_kv_get(b"versatil-access", None, timeout=30)
@@ -64,6 +61,14 @@ def check_access(address: str) -> None:
         ) from None
     except Exception:  # unreachable, or not a GCS: ray.init gives its own error
         return
+
+
+def _unreachable(address: str | None, detail: str) -> ConfigError:
+    """The error for a cluster address nothing answers at."""
+    return ConfigError(
+        f"--address: cannot reach a Ray cluster at {address!r} ({detail}); "
+        "start one with `ray start --head` or omit --address to run locally"
+    )
 
 
 @contextlib.contextmanager
@@ -119,10 +124,7 @@ def _init(address: str | None) -> None:
             configure_logging=True,
         )
     except ConnectionError as error:
-        raise ConfigError(
-            f"--address: cannot reach a Ray cluster at {address!r} ({error}); "
-            "start one with `ray start --head` or omit --address to run locally"
-        ) from None
+        raise _unreachable(address, str(error)) from None
     except Exception as error:  # Ray raises a bare Exception when its node starts slowly
         if address is not None:
             raise

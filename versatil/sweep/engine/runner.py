@@ -49,7 +49,6 @@ from versatil.sweep.tracking import (
     default_tracking_uri,
     open_sweep_run,
 )
-from versatil.sweep.vocab import names
 from versatil.sweep.vocab.keys import EPOCH, OBJECTIVE_MISSING, STATUS
 from versatil.sweep.vocab.names import SWEEP_FILE
 from versatil.sweep.worker import run_trial
@@ -57,7 +56,6 @@ from versatil.sweep.worker import run_trial
 __all__ = [
     "SweepOutcome",
     "connect_ray",
-    "experiment_dirs",
     "release_ray_in_background",
     "rows_from_results",
     "run_sweep",
@@ -91,11 +89,6 @@ class SweepOutcome:
     gap: TrackingGap | None = None
     releasing_ray: threading.Thread | None = None
     confirmation: dict[str, Any] | None = None
-
-
-def experiment_dirs(config: SweepConfig) -> list[Path]:
-    """Earlier runs of this sweep under its storage path, oldest first."""
-    return names.experiment_dirs(config.storage_dir(), config.name)
 
 
 def release_ray_in_background() -> threading.Thread:

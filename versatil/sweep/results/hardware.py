@@ -53,13 +53,18 @@ def ceilings_of(rows: Iterable[Any]) -> list[dict[str, Any]]:
                 known.setdefault(part, {}).update(ceiling.get(part, {}))
     for known in seen.values():  # the tables' order, whichever trial measured first
         for part in ("tflops", "sizes", "measured_at"):
-            known[part] = dict(sorted(known[part].items(), key=lambda kv: _order(kv[0])))
+            known[part] = _in_table_order(known[part])
     return list(seen.values())
 
 
-def _order(dtype: str) -> tuple[int, str]:
-    known = dtype in COMPUTE_DTYPES
-    return (COMPUTE_DTYPES.index(dtype) if known else len(COMPUTE_DTYPES), dtype)
+def _in_table_order(by_dtype: dict[str, Any]) -> dict[str, Any]:
+    """``by_dtype`` with its compute dtypes in :data:`COMPUTE_DTYPES` order, others last."""
+
+    def rank(dtype: str) -> tuple[int, str]:
+        known = dtype in COMPUTE_DTYPES
+        return (COMPUTE_DTYPES.index(dtype) if known else len(COMPUTE_DTYPES), dtype)
+
+    return dict(sorted(by_dtype.items(), key=lambda item: rank(item[0])))
 
 
 def ceiling_metrics(ceilings: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
@@ -85,7 +90,8 @@ def ceiling_text(ceilings: Sequence[dict[str, Any]]) -> str:
     """One line per device: its measured matmul ceiling per compute dtype."""
     lines = []
     for ceiling in ceilings:
-        tflops = sorted(ceiling.get("tflops", {}).items(), key=lambda kv: _order(kv[0]))
-        values = ", ".join(f"{d} {t:.3g}" for d, t in tflops)
+        # A document an earlier version logged may hold them in another order.
+        tflops = _in_table_order(ceiling.get("tflops", {}))
+        values = ", ".join(f"{d} {t:.3g}" for d, t in tflops.items())
         lines.append(f"ceiling of {ceiling['key'].get('device')} (TFLOP/s, measured): {values}")
     return "\n".join(lines)

@@ -203,8 +203,8 @@ def close_sweep(
     return None
 
 
-def end_unrecorded(client: Any, context: Any, trial_ids: set[str]) -> list[str]:
-    """Ends and deletes the runs of trials that Tune's records do not hold.
+def end_unrecorded(client: Any, runs: Sequence[Any], trial_ids: set[str]) -> list[str]:
+    """Ends and deletes those of the sweep's child ``runs`` whose trials Tune does not hold.
 
     A trial started just before its driver (or the head node it ran on) was lost, and
     after Tune last saved its state, is unknown to the resumed sweep: Tune runs its
@@ -216,7 +216,7 @@ def end_unrecorded(client: Any, context: Any, trial_ids: set[str]) -> list[str]:
         The trial ids whose runs were ended.
     """
     ended = []
-    for run in child_runs(client, context):
+    for run in runs:
         trial_id = run.data.tags.get(tags.TRIAL_ID)
         if trial_id is None or trial_id in trial_ids:
             continue
@@ -275,8 +275,9 @@ def close_runs(
         if not child.ended:
             child.finish(row.status, row.reason)
             done.runs_ended.append(row.trial_id)
-    end_unrecorded(client, tracker.context, {row.trial_id for row in rows})
-    runs = {r.data.tags.get(tags.TRIAL_ID): r for r in child_runs(client, tracker.context)}
+    found = child_runs(client, tracker.context)
+    lost = set(end_unrecorded(client, found, {row.trial_id for row in rows}))
+    runs = {tag: r for r in found if (tag := r.data.tags.get(tags.TRIAL_ID)) not in lost}
     policy = sweep.mlflow.log_checkpoints
     chosen = {"all": list(rows), "best": [best] if best else [], "none": []}[policy]
     if sweep.mlflow.register_best and best is not None and best not in chosen:
