@@ -100,3 +100,17 @@ def mlflow_server(tmp_path_factory):
     server, uri = start_mlflow_server(tmp_path_factory.mktemp("mlflow-server"))
     yield uri
     stop_mlflow_server(server)
+
+
+@pytest.fixture
+def postgres_bin() -> Path:
+    """The bin directory of Debian's PostgreSQL: skipped without it, failed without it in CI."""
+    from tests.postgres_server import postgres_bindir
+
+    bindir = postgres_bindir()
+    if bindir is None:
+        message = "PostgreSQL (initdb) not found: apt-get install postgresql"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{message} (.ci/run installs it)", pytrace=False)
+        pytest.skip(message)
+    return bindir

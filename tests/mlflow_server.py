@@ -16,12 +16,14 @@ def start_mlflow_server(
     port: int | None = None,
     artifacts_destination: str | None = None,
     env: dict[str, str] | None = None,
+    backend_store_uri: str | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """Starts a server (SQLite backend, local artifacts under ``root``); returns it and its URI.
 
     ``port`` restarts a server where it was (same store, same URI); default a free port.
     ``artifacts_destination`` (``s3://bucket/prefix``, with ``env`` holding the store's
-    endpoint and keys) replaces the local artifact directory.
+    endpoint and keys) replaces the local artifact directory, ``backend_store_uri`` (a
+    PostgreSQL database, say) the SQLite file.
     """
     if port is None:
         with socket.socket() as probe:
@@ -37,7 +39,7 @@ def start_mlflow_server(
         [
             sys.executable, "-m", "mlflow", "server",
             "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-            "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+            "--backend-store-uri", backend_store_uri or f"sqlite:///{root / 'mlflow.db'}",
             "--artifacts-destination", artifacts_destination or str(root / "artifacts"),
         ],
         env=env,

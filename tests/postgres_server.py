@@ -45,6 +45,7 @@ class PostgresServer:
     user: str
     password: str
     database: str
+    bindir: Path
 
     @property
     def uri(self) -> str:
@@ -90,28 +91,8 @@ def start_postgres(
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    log = root / "server.log"
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [
-                *_as_nobody(), str(bindir / "postgres"), "-D", str(data),
-                "-h", "127.0.0.1", "-p", str(port), "-k", str(sockets),
-            ],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    server = PostgresServer(process, root, port, user, password, "postgres")
-    import psycopg2
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            connection = psycopg2.connect(server.uri, connect_timeout=5)
-            break
-        except psycopg2.OperationalError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                stop_postgres(server)
-                raise RuntimeError(f"postgres did not start:\n{log.read_text()}") from None
-            time.sleep(0.5)
+    server = PostgresServer(None, root, port, user, password, "postgres", bindir)
+    connection = _launch(server, timeout_s)
     try:
         connection.autocommit = True
         with connection.cursor() as cursor:
@@ -122,8 +103,44 @@ def start_postgres(
     return server
 
 
-def stop_postgres(server: PostgresServer, timeout_s: float = 30) -> None:
-    """Fast shutdown (SIGINT: clients are disconnected), SIGKILL if that hangs; removes files."""
+def _launch(server: PostgresServer, timeout_s: float):
+    """Starts ``postgres`` on the server's data and port; returns a connection once it accepts.
+
+    Raises:
+        RuntimeError: With the server's log, when it does not accept connections in time.
+    """
+    import psycopg2
+
+    log = server.root / "server.log"
+    with log.open("a") as out:
+        server.process = subprocess.Popen(
+            [
+                *_as_nobody(), str(server.bindir / "postgres"), "-D", str(server.root / "data"),
+                "-h", "127.0.0.1", "-p", str(server.port), "-k", str(server.root / "sockets"),
+            ],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return psycopg2.connect(server.uri, connect_timeout=5)
+        except psycopg2.OperationalError:
+            if server.process.poll() is not None or time.monotonic() > deadline:
+                stop_postgres(server)
+                raise RuntimeError(f"postgres did not start:\n{log.read_text()}") from None
+            time.sleep(0.5)
+
+
+def restart_postgres(server: PostgresServer, timeout_s: float = 120) -> None:
+    """Starts a stopped server again: same data, same port, same login."""
+    _launch(server, timeout_s).close()
+
+
+def stop_postgres(server: PostgresServer, timeout_s: float = 30, remove: bool = True) -> None:
+    """Fast shutdown (SIGINT: clients are disconnected), SIGKILL if that hangs.
+
+    ``remove`` deletes its files too; without it, :func:`restart_postgres` starts it again.
+    """
     if server.process.poll() is None:
         server.process.send_signal(signal.SIGINT)
     try:
@@ -132,4 +149,5 @@ def stop_postgres(server: PostgresServer, timeout_s: float = 30) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.process.pid, signal.SIGKILL)
         server.process.wait(timeout=timeout_s)
-    shutil.rmtree(server.root, ignore_errors=True)
+    if remove:
+        shutil.rmtree(server.root, ignore_errors=True)

@@ -99,3 +99,9 @@ def describe_yaml_error(error: yaml.YAMLError) -> str:
         context = f" ({error.context})" if error.context else ""
         return f"line {mark.line + 1}, column {mark.column + 1}: {error.problem}{context}"
     return " ".join(str(error).split())
+
+
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The first line of ``error``'s message (at most ``limit`` characters), or its type."""
+    lines = str(error).strip().splitlines()
+    return lines[0][:limit] if lines else type(error).__name__

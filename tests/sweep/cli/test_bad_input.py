@@ -608,24 +608,50 @@ def test_every_bad_input_is_one_clear_message_and_exit_status_2(places):
 @pytest.mark.parametrize(
     "argv",
     [
-        ["--storage-path", "s3://my-bucket/sweeps", "--dry-run"],
-        ["--set", "storage_path=gs://bucket/sweeps", "--dry-run"],
-        ["report", "quickstart", "--storage-path", "s3://my-bucket/sweeps"],
-        ["sync", "quickstart", "--storage-path", "s3://my-bucket/sweeps"],
-        ["confirm", "quickstart", "--storage-path", "s3://my-bucket/sweeps"],
-        ["compress", "quickstart", "--storage-path", "s3://my-bucket/sweeps"],
+        ["--storage-path", "ftp://host/sweeps", "--dry-run"],
+        ["--set", "storage_path=http://host/sweeps", "--dry-run"],
+        ["report", "quickstart", "--storage-path", "ftp://host/sweeps"],
+        ["sync", "quickstart", "--storage-path", "ftp://host/sweeps"],
+        ["confirm", "quickstart", "--storage-path", "ftp://host/sweeps"],
+        ["compress", "quickstart", "--storage-path", "ftp://host/sweeps"],
     ],
 )
-def test_a_storage_uri_is_refused_never_a_local_directory_named_after_it(
+def test_a_uri_no_file_system_serves_is_refused_never_a_local_directory_named_after_it(
     argv, tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(argv)
     assert code == 2 and out == "", err
     assert err.startswith("error: ") and err.count("\n") == 1, err
-    assert "URI, which versatil cannot write to" in err and "bucket/sweeps'" in err
-    assert "shared mount" in err
-    assert list(tmp_path.iterdir()) == []  # nothing written, no "s3:" directory
+    assert "URI, which versatil cannot store results on" in err and "host/sweeps'" in err
+    assert "shared mount" in err and "s3://, gs://" in err
+    assert list(tmp_path.iterdir()) == []  # nothing written, no "ftp:" directory
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--storage-path", "s3://my-bucket/sweeps?secret_key=hush"],
+        ["report", "quickstart", "--storage-path", "s3://my-bucket/sweeps?secret_key=hush"],
+        ["compress", "quickstart", "--storage-path", "s3://my-bucket/sweeps?secret_key=hush"],
+    ],
+)
+def test_object_storage_without_an_mlflow_server_asks_for_one(argv, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(argv)
+    assert code == 2 and out == "", err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "'s3://my-bucket/sweeps' is on object storage" in err, err
+    assert "--tracking-uri http://HOST:PORT" in err
+    assert "hush" not in err  # a secret in the URI is never printed
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bucketless_uri_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["--storage-path", "s3:///sweeps", "--dry-run"])
+    assert (code, out) == (2, "")
+    assert "storage_path: 's3:///sweeps' names no bucket; give s3://BUCKET/PREFIX" in err, err
 
 
 def test_resume_and_auto_resume_together_are_refused(tmp_path, monkeypatch):

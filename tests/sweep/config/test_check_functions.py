@@ -162,21 +162,22 @@ def test_a_task_that_cannot_be_imported_is_one_error(sweep_config):
 
 def test_the_storage_path_is_made_and_left_empty(sweep_config, tmp_path):
     config = sweep_config(storage_path=str(tmp_path / "a" / "b"))
-    storage = check_storage(config)
+    storage = check_storage(config).mirror()
     assert storage == tmp_path / "a" / "b"
     assert storage.is_dir() and list(storage.iterdir()) == []  # the probe file is gone
 
 
 def test_a_relative_storage_path_comes_back_absolute(sweep_config, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    storage = check_storage(sweep_config(storage_path="runs/sweeps"))
+    storage = check_storage(sweep_config(storage_path="runs/sweeps")).mirror()
     assert storage.is_absolute() and storage == tmp_path.resolve() / "runs" / "sweeps"
 
 
 def test_an_existing_storage_path_keeps_what_it_holds(sweep_config, tmp_path):
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "earlier").write_text("kept")
-    assert check_storage(sweep_config(storage_path=str(tmp_path / "runs"))) == tmp_path / "runs"
+    storage = check_storage(sweep_config(storage_path=str(tmp_path / "runs")))
+    assert not storage.remote and storage.mirror() == tmp_path / "runs"
     assert [p.name for p in (tmp_path / "runs").iterdir()] == ["earlier"]
 
 

@@ -2,11 +2,12 @@
 
 What a RayJob does when its head pod dies: KubeRay starts a new head (with new worker
 pods), and the job's retry runs the same command, ``--auto-resume`` among its options. Here
-a cluster of its own (a head and a 1-CPU worker node) runs a sweep with a real
-``mlflow server``; once two trials have finished and the third has reported an epoch and
-waits at a gate, the driver and the head node's processes are SIGKILLed by PID (in a
-RayJob the driver runs on the head), then the worker node's. A new cluster starts, and the
-very same command, pointed at it by ``RAY_ADDRESS``, resumes and finishes the sweep.
+a cluster of its own (a head and a 1-CPU worker node) runs a sweep whose storage path is a
+bucket of moto's S3 server, with a real ``mlflow server``; once the bucket shows two trials
+finished and the third's first epoch (it then waits at a gate), the driver and the head
+node's processes are SIGKILLed by PID (in a RayJob the driver runs on the head), then the
+worker node's. A new cluster starts, and the very same command, pointed at it by
+``RAY_ADDRESS``, resumes from the bucket and finishes the sweep.
 """
 
 import json
@@ -18,15 +19,19 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from tests.mlflow_server import start_mlflow_server, stop_mlflow_server
+from tests.s3_server import start_s3_server, stop_s3_server
 from tests.sweep.drivers import cli, gated_sweep, wait_for
 from tests.sweep.engine.test_node_loss import alive
 from tests.sweep.exactly_once import assert_exactly_once
+from versatil.sweep.storage import Storage, parse_location
 from versatil.sweep.tracking import child_runs, reopen_sweep_run
 from versatil.sweep.vocab.names import SWEEP_ENDED
 
-pytestmark = pytest.mark.slow  # two clusters, a server and two sweep drivers
+pytestmark = pytest.mark.slow  # two clusters, two servers and two sweep drivers
 
 LRS = [0.001, 0.002, 0.003, 0.004]
+BUCKET = "sweeps"
+STORAGE = f"s3://{BUCKET}/team"
 
 
 def start_cluster():
@@ -42,26 +47,23 @@ def start_cluster():
     return cluster
 
 
-def whole_lines(text):
-    """The results of a ``result.json`` being written: its whole lines only."""
-    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
-
-
-def lost_state(experiment_dir):
-    """The gated trial's ``result.json`` once Tune has saved its state after it; else None.
-
-    Two trials finished, the third (lr 0.003) reported its first epoch and waits at the gate.
+def lost_state(s3):
+    """The gated trial's worker PID once the bucket's newest experiment state holds two
+    trials finished and the gated one's first epoch (lr 0.003, waiting at the gate); else None.
     """
-    results = {p: whole_lines(p.read_text()) for p in experiment_dir.glob("*/result.json")}
-    finished = [r for r in results.values() if r and r[-1]["status"] == "completed"]
-    gated = [p for p, r in results.items() if r and r[0]["config"]["lr"] == 0.003]
-    states = [s.stat().st_mtime for s in experiment_dir.glob("experiment_state-*.json")]
-    if len(finished) < 2 or not gated or not states:
+    keys = sorted(k for k in s3.keys(BUCKET, "team/") if "/experiment_state-" in k)
+    if not keys:
         return None
-    return gated[0] if max(states) > gated[0].stat().st_mtime else None
+    body = s3.client().get_object(Bucket=BUCKET, Key=keys[-1])["Body"].read()
+    last = [json.loads(metadata)["last_result"] for _, metadata in json.loads(body)["trial_data"]]
+    finished = [r for r in last if r.get("status") == "completed"]
+    gated = [r for r in last if r.get("config", {}).get("lr") == 0.003 and "epoch" in r]
+    return gated[0]["pid"] if len(finished) >= 2 and gated else None
 
 
-def test_the_head_lost_and_the_same_command_with_auto_resume_finishes(ray_cluster, tmp_path):
+def test_the_head_lost_and_the_same_command_with_auto_resume_finishes(
+    ray_cluster, tmp_path, monkeypatch
+):
     data = gated_sweep(
         tmp_path,
         "headloss",
@@ -69,35 +71,48 @@ def test_the_head_lost_and_the_same_command_with_auto_resume_finishes(ray_cluste
         gated_lr=0.003,
         max_concurrent_trials=1,
         trainer={"max_epochs": 3, "accelerator": "cpu"},
+        storage_path=STORAGE,
     )
     path = tmp_path / "headloss.yaml"
     path.write_text(yaml.safe_dump(data))
     (tmp_path / "mlflow").mkdir()
-    server, uri = start_mlflow_server(tmp_path / "mlflow")
+    s3 = start_s3_server(tmp_path / "moto.log")
+    server = None
     try:
-        experiment_dir, first, resumed = lose_the_head_and_retry(tmp_path, path, uri)
+        s3.client().create_bucket(Bucket=BUCKET)
+        # The clusters' nodes and both drivers inherit the store's variables.
+        for name, value in s3.environment().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        server, uri = start_mlflow_server(tmp_path / "mlflow")
+        first, resumed = lose_the_head_and_retry(tmp_path, path, uri, s3)
         assert "--auto-resume: no interrupted run of 'headloss'; starting one" in first
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         out = resumed.stdout
-        assert f"--auto-resume: resuming the interrupted run {experiment_dir}" in out
+        storage = Storage(parse_location("storage_path", STORAGE))
+        (name,) = storage.directories()
+        assert f"--auto-resume: resuming the interrupted run {STORAGE}/{name}" in out
         assert "4 trials in" in out and "4 completed" in out
-        assert (experiment_dir / SWEEP_ENDED).exists()  # a third attempt would start anew
+        assert storage.exists(name, SWEEP_ENDED)  # a third attempt would start anew
+        experiment_dir = storage.pull(name)
         counted = assert_exactly_once(experiment_dir, uri)
         assert (counted.trials, counted.epochs) == (4, 12)
         # No configuration ran twice: one child run per learning rate.
         children = child_runs(MlflowClient(uri), reopen_sweep_run(experiment_dir, uri))
         assert sorted(float(c.data.params["lr"]) for c in children) == LRS
+        assert not (tmp_path / "runs").exists()  # nothing on the local disk
     finally:
-        stop_mlflow_server(server)
+        if server is not None:
+            stop_mlflow_server(server)
+        stop_s3_server(s3)
 
 
-def lose_the_head_and_retry(tmp_path, path, uri):
+def lose_the_head_and_retry(tmp_path, path, uri, s3):
     """Runs the command, loses the head mid-sweep, and runs it again on a new cluster.
 
-    Returns the experiment directory, the first driver's output and the retry's process.
+    Returns the first driver's output and the retry's process.
     """
     command = cli("--config", str(path), "--tracking-uri", uri, "--auto-resume")
-    runs = tmp_path / "runs"
     cluster = driver = None
     try:
         cluster = start_cluster()
@@ -112,13 +127,11 @@ def lose_the_head_and_retry(tmp_path, path, uri):
                 raise AssertionError((tmp_path / "driver.err").read_text()[-3000:])
             return state()
 
-        wait_for(lambda: reached(lambda: list(runs.glob("headloss-*"))), "the experiment dir")
-        (experiment_dir,) = runs.glob("headloss-*")
         wait_for(
-            lambda: reached(lambda: lost_state(experiment_dir)),
-            "two trials done, the third waiting",
+            lambda: reached(lambda: lost_state(s3)),
+            "the bucket holding two trials done and the third's first epoch",
         )
-        worker = json.loads(lost_state(experiment_dir).read_text().splitlines()[0])["pid"]
+        worker = lost_state(s3)
         # The head pod dies: its driver and every process of the head node, by PID.
         driver.kill()
         first, _ = driver.communicate(timeout=60)
@@ -132,7 +145,7 @@ def lose_the_head_and_retry(tmp_path, path, uri):
         cluster = start_cluster()
         env = {**os.environ, "RAY_ADDRESS": cluster.address}
         resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-        return experiment_dir, first, resumed
+        return first, resumed
     finally:
         (tmp_path / "gate").touch()
         if driver is not None and driver.poll() is None:

@@ -14,8 +14,8 @@ from typing import TextIO
 
 from versatil.errors import ConfigError
 from versatil.sweep.cli.logs import EMBEDDED_STORE_LOGGERS, quiet_loggers
-from versatil.sweep.config.limits import check_storage_path
 from versatil.sweep.config.post_training import Selection
+from versatil.sweep.storage import embedded_store_directory
 
 __all__ = [
     "DESCRIPTION",
@@ -109,7 +109,7 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
     check_name("compress: experiment", args.experiment)
     selection = parse_selection(args)
     uri = args.tracking_uri or default_tracking_uri(
-        Path(check_storage_path("--storage-path", args.storage_path)).resolve()
+        embedded_store_directory("--storage-path", args.storage_path)
     )
     check_server(uri)
     with quiet_loggers(EMBEDDED_STORE_LOGGERS if args.tracking_uri is None else ()):

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, TextIO
 
 from versatil.errors import ConfigError
 from versatil.sweep.cli.sync import add_sweep_arguments
-from versatil.sweep.config.limits import check_storage_path
 
 if TYPE_CHECKING:
     from versatil.sweep.config.schema import SweepConfig
@@ -57,26 +56,27 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
     """
     import yaml
 
+    from versatil.sweep.cli.sync import open_storage
     from versatil.sweep.config.limits import check_name
     from versatil.sweep.config.load import validate_sweep
     from versatil.sweep.tracking import PARENT_FILE
-    from versatil.sweep.vocab.names import SWEEP_FILE, experiment_dirs
+    from versatil.sweep.vocab.names import SWEEP_FILE, experiment_names
 
     check_name("confirm: sweep", args.sweep)
     if args.rounds is not None and not 2 <= args.rounds <= 100:
         raise ConfigError(f"confirm: --rounds {args.rounds} is out of range; use 2 to 100")
-    storage = Path(check_storage_path("--storage-path", args.storage_path)).resolve()
+    storage = open_storage("--storage-path", args.storage_path)
     found = [
         d
-        for d in experiment_dirs(storage, args.sweep)
-        if (d / PARENT_FILE).is_file() and (d / SWEEP_FILE).is_file()
+        for d in experiment_names(storage.directories(), args.sweep)
+        if storage.exists(d, PARENT_FILE) and storage.exists(d, SWEEP_FILE)
     ]
     if not found:
         raise ConfigError(
-            f"confirm: no run of sweep {args.sweep!r} under {storage}; run it first, or give "
-            "its --storage-path"
+            f"confirm: no run of sweep {args.sweep!r} under {storage.display()}; run it "
+            "first, or give its --storage-path"
         )
-    experiment_dir = found[-1]
+    experiment_dir = storage.pull(found[-1])
     data = yaml.safe_load((experiment_dir / SWEEP_FILE).read_text())
     data["confirm"] = {**data.get("confirm", {}), "enabled": "on"}
     if args.rounds is not None:

@@ -196,9 +196,12 @@ def _print_report(config: SweepConfig, outcome: Any, out: TextIO) -> list[Any]:
     print(file=out)
     print(render(report, "table"), file=out)
     directory = outcome.experiment_dir / "report"
-    if outcome.gap is None:
-        return log_report(report, directory)
-    return write_plots(report, directory)
+    written = (
+        log_report(report, directory) if outcome.gap is None else write_plots(report, directory)
+    )
+    if outcome.storage is not None:  # object storage: beside the results, as on a disk
+        outcome.storage.push(outcome.experiment_dir.name, "report")
+    return written
 
 
 def _print_counts(outcome: Any, out: TextIO) -> None:
@@ -216,14 +219,16 @@ def _print_counts(outcome: Any, out: TextIO) -> None:
 
 def _print_best(config: SweepConfig, outcome: Any, plots: list[Any], out: TextIO) -> None:
     """Prints the best trial and where its checkpoint, results, plots and runs are."""
+    from versatil.sweep.storage import checkpoint_ref
+
     best = outcome.best
     print(
         f"best: {best.trial_id} {config.objective.metric}={best.objective:.4g} "
         + " ".join(f"{k}={v}" for k, v in best.axes.items()),
         file=out,
     )
-    print(f"best checkpoint: {best.checkpoint}", file=out)
-    print(f"results: {outcome.experiment_dir}", file=out)
+    print(f"best checkpoint: {checkpoint_ref(best.checkpoint)}", file=out)
+    print(f"results: {outcome.where}", file=out)
     print(f"plots: {', '.join(str(p) for p in plots if p.suffix == '.png')}", file=out)
     print(
         f"mlflow: experiment {config.experiment_name!r}, parent run "

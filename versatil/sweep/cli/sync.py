@@ -16,8 +16,8 @@ from typing import TextIO
 
 import yaml
 
-from versatil.errors import ConfigError
-from versatil.sweep.config.limits import check_storage_path
+from versatil.errors import ConfigError, first_line
+from versatil.sweep.storage import Storage, parse_location
 
 __all__ = [
     "DESCRIPTION",
@@ -145,26 +145,40 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
     """
     from versatil.sweep.config.limits import check_name
     from versatil.sweep.tracking import PARENT_FILE
-    from versatil.sweep.vocab.names import experiment_dirs, sweep_of
+    from versatil.sweep.vocab.names import experiment_names, sweep_of
 
     check_name("sync: sweep", args.sweep)
-    storage = Path(check_storage_path("--storage-path", args.storage_path)).resolve()
-    found = [d for d in experiment_dirs(storage, args.sweep) if (d / PARENT_FILE).is_file()]
+    storage = open_storage("--storage-path", args.storage_path)
+    directories = storage.directories()
+    found = [d for d in experiment_names(directories, args.sweep) if storage.exists(d, PARENT_FILE)]
     if not found:
-        names = sorted(
-            {sweep_of(p.parent.name) or p.parent.name for p in storage.glob(f"*/{PARENT_FILE}")}
-        )
+        names = sorted({s for d in directories if (s := sweep_of(d))})
         raise ConfigError(
-            f"sync: no run of sweep {args.sweep!r} under {storage}; choose from "
+            f"sync: no run of sweep {args.sweep!r} under {storage.display()}; choose from "
             f"{', '.join(names) or 'none (run a sweep first, or give its --storage-path)'}"
         )
     from mlflow.exceptions import MlflowException
 
-    for experiment_dir in found:
+    for name in found:
         try:
-            outcome = sync_experiment(experiment_dir, args.tracking_uri)
+            outcome = sync_experiment(storage.pull(name), args.tracking_uri)
         except MlflowException as error:
             reason = " ".join(str(error).split())[:500]
-            raise ConfigError(f"sync: {experiment_dir.name}: MLflow failed: {reason}") from None
+            raise ConfigError(f"sync: {name}: MLflow failed: {reason}") from None
         print(outcome.line(), file=out)
     return 0
+
+
+def open_storage(field: str, value: str) -> Storage:
+    """The storage path a command reads, checked to answer.
+
+    Raises:
+        ConfigError: naming ``field`` for a bad path, or a store that cannot be read.
+    """
+    storage = Storage(parse_location(field, value))
+    try:
+        storage.directories()
+    except (OSError, ValueError) as error:
+        reason = first_line(error)
+        raise ConfigError(f"{field}: {storage.display()!r} cannot be read ({reason})") from None
+    return storage

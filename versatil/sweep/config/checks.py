@@ -10,14 +10,14 @@ only when the factory rejects or ignores it inside a trial.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pydantic
 
-from versatil.errors import ConfigError, describe_validation_error, did_you_mean
+from versatil.errors import ConfigError, describe_validation_error, did_you_mean, first_line
 from versatil.sweep.config.axes import ENUM_AXES, NumericAxis
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.storage import Storage
 from versatil.sweep.vocab.keys import BOOKKEEPING, SEED
 from versatil.training.metric_names import THROUGHPUT_METRICS
 from versatil.training.tasks import params_model_for
@@ -112,26 +112,42 @@ def _value_errors(
     return []
 
 
-def check_storage(config: SweepConfig) -> Path:
+def check_storage(config: SweepConfig) -> Storage:
     """Creates the storage path and proves it writable, before anything starts.
 
+    On object storage, an object is written and deleted under the prefix: a missing
+    bucket, wrong credentials or an unreachable endpoint fail here, not in a trial.
+
     Returns:
-        The absolute storage path.
+        The storage path, ready for Tune.
 
     Raises:
         ConfigError: naming ``storage_path``, its value and why it cannot be written.
     """
-    storage = config.storage_dir()
-    probe = storage / f".versatil-write-check-{os.getpid()}"
+    storage = config.storage()
+    if storage.remote:
+        try:
+            storage.probe()
+        except (OSError, ValueError) as error:  # pyarrow's ArrowException is an OSError
+            reason = first_line(error)
+            raise ConfigError(
+                f"storage_path: {storage.display()!r} cannot be written ({reason}); check "
+                "that the bucket exists and that AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
+                "AWS_ENDPOINT_URL (for an S3-compatible store), or the store's own "
+                "credentials, are set where the sweep runs"
+            ) from None
+        return storage
+    directory = config.storage_dir()
+    probe = directory / f".versatil-write-check-{os.getpid()}"
     try:
-        storage.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise ConfigError(
             f"storage_path: {config.storage_path!r} cannot be written ({reason}: "
-            f"{error.filename or storage}); choose a directory this user can create and "
+            f"{error.filename or directory}); choose a directory this user can create and "
             "write (every Ray node must reach it), e.g. storage_path: runs/sweeps"
         ) from None
     return storage

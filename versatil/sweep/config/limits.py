@@ -6,7 +6,7 @@ import re
 
 from versatil.errors import ConfigError
 
-__all__ = ["MAX_SEED", "MAX_TRIALS", "NAME_RULE", "check_name", "check_storage_path"]
+__all__ = ["MAX_SEED", "MAX_TRIALS", "NAME_RULE", "check_name"]
 
 
 MAX_TRIALS = 10_000
@@ -31,28 +31,4 @@ def check_name(field: str, value: str) -> str:
     """
     if not _NAME.fullmatch(value):
         raise ConfigError(f"{field}: {value!r} is not a valid name: use {NAME_RULE}")
-    return value
-
-
-_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
-def check_storage_path(field: str, value: str) -> str:
-    """Returns ``value`` when it is a directory path, not a URI such as ``s3://bucket/x``.
-
-    Results, checkpoints and the caches are written through the file system: a URI would
-    silently become a local directory named after it (``./s3:/bucket/x``), and on a
-    cluster each node would write to its own disk.
-
-    Raises:
-        ConfigError: naming the field, the value and what to give instead.
-    """
-    found = _URI.match(value)
-    if found:
-        raise ConfigError(
-            f"{field}: {value!r} is a {found.group(1)}:// URI, which versatil cannot write "
-            "to: its results would go to a local directory named after it. Give a directory "
-            "every node reaches: a local path (runs/sweeps) on one machine, or a shared "
-            "mount (an NFS or other ReadWriteMany volume, such as /mnt/sweeps) on a cluster"
-        )
     return value

@@ -14,7 +14,7 @@ import pydantic
 
 from versatil.errors import ConfigError, did_you_mean
 from versatil.sweep.config.axes import ENUM_AXES, is_grid, parse_axis
-from versatil.sweep.config.limits import check_name, check_storage_path
+from versatil.sweep.config.limits import check_name
 from versatil.sweep.config.post_training import PostTrainingSection
 from versatil.sweep.config.sections import (
     ConfirmSection,
@@ -26,6 +26,7 @@ from versatil.sweep.config.sections import (
     TaskSection,
     TrainerSection,
 )
+from versatil.sweep.storage import Location, Storage, cache_root, parse_location
 from versatil.sweep.vocab.keys import SEED
 
 __all__ = ["SweepConfig"]
@@ -85,7 +86,8 @@ class SweepConfig(pydantic.BaseModel):
     @pydantic.field_validator("storage_path", mode="after")
     @classmethod
     def _check_storage_path(cls, path: str) -> str:
-        return check_storage_path("storage_path", path)
+        parse_location("storage_path", path)
+        return path
 
     @pydantic.field_validator("space", mode="after")
     @classmethod
@@ -183,14 +185,38 @@ class SweepConfig(pydantic.BaseModel):
         """The MLflow experiment: ``mlflow.experiment`` or the sweep name."""
         return self.mlflow.experiment or self.name
 
+    def location(self) -> Location:
+        """The storage path: a local directory or object storage."""
+        return parse_location("storage_path", self.storage_path)
+
+    def storage(self) -> Storage:
+        """The storage path as files versatil reads and writes."""
+        return Storage(self.location())
+
     def storage_dir(self) -> Path:
-        """The absolute storage path (Ray needs one)."""
-        return Path(self.storage_path).expanduser().resolve()
+        """The absolute storage path of a local (or shared) directory (Ray needs one).
+
+        Raises:
+            ValueError: when the storage path is on object storage.
+        """
+        return self.location().directory()
+
+    def _shared_or_per_node(self, name: str) -> Path:
+        """``name`` under the storage path, or in this node's cache on object storage."""
+        if self.location().remote:
+            return cache_root() / name.lstrip(".")
+        return self.storage_dir() / name
 
     def compile_cache_dir(self) -> Path:
-        """Where compiled trials share their compiled graphs: under the storage path."""
-        return self.storage_dir() / ".compile_cache"
+        """Where compiled trials share their compiled graphs: under the storage path.
+
+        On object storage, each node keeps its own (the lock needs a file system).
+        """
+        return self._shared_or_per_node(".compile_cache")
 
     def ceiling_dir(self) -> Path:
-        """Where the devices' measured matmul ceilings are cached: under the storage path."""
-        return self.storage_dir() / ".ceilings"
+        """Where the devices' measured matmul ceilings are cached: under the storage path.
+
+        On object storage, each node keeps its own.
+        """
+        return self._shared_or_per_node(".ceilings")

@@ -15,6 +15,7 @@ from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.results.confirmation import Candidate, candidates, should_confirm
 from versatil.sweep.results.judgement import Judgement
 from versatil.sweep.results.rows import TrialRow
+from versatil.sweep.storage import checkpoint_ref
 
 __all__ = ["confirm_candidates", "confirm_or_explain", "plan"]
 
@@ -28,10 +29,13 @@ def plan(config: SweepConfig, rows: Sequence[TrialRow], judgement: Judgement) ->
 def _retime_task(contenders: list[tuple[str, str]], options: dict[str, Any]) -> dict[str, Any]:
     """Runs in a Ray worker: the rounds, as plain values (the driver imports no torch)."""
     from versatil.cli_common import quiet_libraries
+    from versatil.sweep.storage import local_checkpoint
     from versatil.training.retime import retime
 
     quiet_libraries()  # after Lightning's import (retime's), which sets its loggers' levels
-    return retime(contenders, **options).as_dict()
+    # A checkpoint on object storage comes by its URI; it is fetched on this node.
+    local = [(label, str(local_checkpoint(ref))) for label, ref in contenders]
+    return retime(local, **options).as_dict()
 
 
 def confirm_candidates(
@@ -57,7 +61,8 @@ def confirm_candidates(
         _retime_task
     )
     options = {"rounds": section.rounds, "round_s": section.round_s, "seed": config.trainer.seed}
-    rounds = ray.get(task.remote([(c.label, c.checkpoint) for c in found], options))
+    contenders = [(c.label, checkpoint_ref(c.checkpoint)) for c in found]
+    rounds = ray.get(task.remote(contenders, options))
     return {"contenders": [c.as_dict() for c in found], **rounds}
 
 

@@ -3,37 +3,50 @@
 ``--resume`` continues the latest run of the sweep Tune can restore. ``--auto-resume``
 continues the latest run when it was interrupted (Tune can restore it and its end was never
 logged), and otherwise starts a new one: the command a retried job runs, the same every time.
+Both read the storage path, local or on object storage.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import TextIO
 
 from versatil.errors import ConfigError
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.storage import Storage
 from versatil.sweep.vocab import names
 
-__all__ = ["choose_experiment_dir", "interrupted", "mark_ended"]
+__all__ = ["can_restore", "choose_experiment", "interrupted", "mark_ended"]
 
 
-def interrupted(experiment_dir: Path) -> bool:
-    """Whether Tune can restore ``experiment_dir`` and the sweep's end was never logged."""
+def can_restore(storage: Storage, name: str) -> bool:
+    """Whether Tune can restore the experiment ``name`` under ``storage``."""
     from ray import tune
 
-    ended = (experiment_dir / names.SWEEP_ENDED).exists()
-    return not ended and tune.Tuner.can_restore(str(experiment_dir))
+    arguments = storage.tune_arguments(name)
+    return tune.Tuner.can_restore(
+        arguments["storage_path"], storage_filesystem=arguments.get("storage_filesystem")
+    )
 
 
-def choose_experiment_dir(
-    config: SweepConfig, resume: bool, auto_resume: bool, stream: TextIO | None = None
-) -> tuple[Path, bool]:
-    """The experiment directory to run in, and whether it is resumed.
+def interrupted(storage: Storage, name: str) -> bool:
+    """Whether Tune can restore ``name`` and the sweep's end was never logged."""
+    return not storage.exists(name, names.SWEEP_ENDED) and can_restore(storage, name)
+
+
+def choose_experiment(
+    config: SweepConfig,
+    storage: Storage,
+    resume: bool,
+    auto_resume: bool,
+    stream: TextIO | None = None,
+) -> tuple[str, bool]:
+    """The experiment directory's name to run in, and whether it is resumed.
 
     Args:
         config: The validated sweep.
+        storage: Its storage path.
         resume: ``--resume``: the latest restorable run, or a :class:`ConfigError`.
         auto_resume: ``--auto-resume``: the latest run if it was interrupted, else a new one.
         stream: Where ``--auto-resume`` says which it chose.
@@ -41,28 +54,26 @@ def choose_experiment_dir(
     Raises:
         ConfigError: With ``resume``, when no earlier run can be restored.
     """
-    from ray import tune
-
-    storage = config.storage_dir()
-    earlier = names.experiment_dirs(storage, config.name)
+    earlier = names.experiment_names(storage.directories(), config.name)
     if resume:
-        previous = [d for d in earlier if tune.Tuner.can_restore(str(d))]
+        previous = [name for name in earlier if can_restore(storage, name)]
         if not previous:
             raise ConfigError(
-                f"--resume: no earlier run of sweep {config.name!r} under {storage} to resume; "
-                "run it without --resume first"
+                f"--resume: no earlier run of sweep {config.name!r} under "
+                f"{storage.display()} to resume; run it without --resume first"
             )
         return previous[-1], True
-    if auto_resume and earlier and interrupted(earlier[-1]):
+    if auto_resume and earlier and interrupted(storage, earlier[-1]):
         if stream is not None:
-            print(f"--auto-resume: resuming the interrupted run {earlier[-1]}", file=stream)
+            where = storage.display(earlier[-1])
+            print(f"--auto-resume: resuming the interrupted run {where}", file=stream)
         return earlier[-1], True
     if auto_resume and stream is not None:
         print(f"--auto-resume: no interrupted run of {config.name!r}; starting one", file=stream)
-    return storage / names.experiment_dir_name(config.name), False
+    return names.experiment_dir_name(config.name), False
 
 
-def mark_ended(experiment_dir: Path, parent_run_id: str | None, trials: int) -> None:
-    """Records that the sweep in ``experiment_dir`` ended and its end was logged."""
+def mark_ended(storage: Storage, name: str, parent_run_id: str | None, trials: int) -> None:
+    """Records that the sweep in experiment ``name`` ended and its end was logged."""
     ended = {"ended_at": time.time(), "parent_run_id": parent_run_id, "trials": trials}
-    (experiment_dir / names.SWEEP_ENDED).write_text(json.dumps(ended) + "\n")
+    storage.write_text(json.dumps(ended) + "\n", name, names.SWEEP_ENDED)

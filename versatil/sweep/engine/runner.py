@@ -28,7 +28,7 @@ from versatil.sweep.engine.conclude import conclude
 from versatil.sweep.engine.confirm import confirm_or_explain, plan
 from versatil.sweep.engine.connect import connect_ray
 from versatil.sweep.engine.console import ProgressPrinter, tune_console_quiet
-from versatil.sweep.engine.resume import choose_experiment_dir, mark_ended
+from versatil.sweep.engine.resume import choose_experiment, mark_ended
 from versatil.sweep.engine.space import build_param_space
 from versatil.sweep.engine.tracker import make_tracker, sweep_end
 from versatil.sweep.engine.tune_objects import (
@@ -40,7 +40,9 @@ from versatil.sweep.engine.tune_objects import (
 from versatil.sweep.results.judgement import Judgement
 from versatil.sweep.results.records import TrialRecord, axes_of, read_trials
 from versatil.sweep.results.rows import TrialRow, make_row
+from versatil.sweep.storage import Storage, embedded_store_directory
 from versatil.sweep.tracking import (
+    PARENT_FILE,
     TrackingContext,
     TrackingGap,
     backfill,
@@ -67,7 +69,8 @@ class SweepOutcome:
     """What a sweep produced.
 
     Attributes:
-        experiment_dir: Tune's experiment directory (results and checkpoints).
+        experiment_dir: Tune's experiment directory (results and checkpoints), or its
+            local mirror when the storage path is on object storage.
         rows: One row per trial.
         best: The best trial, or ``None`` when no trial produced a finite objective.
         wall_s: Seconds from start to the last trial's end.
@@ -89,6 +92,14 @@ class SweepOutcome:
     gap: TrackingGap | None = None
     releasing_ray: threading.Thread | None = None
     confirmation: dict[str, Any] | None = None
+    storage: Storage | None = None
+
+    @property
+    def where(self) -> str:
+        """Where the results are, as printed: the directory or its URI (no secrets)."""
+        if self.storage is None:
+            return str(self.experiment_dir)
+        return self.storage.display(self.experiment_dir.name)
 
 
 def release_ray_in_background() -> threading.Thread:
@@ -106,7 +117,10 @@ def release_ray_in_background() -> threading.Thread:
 
 
 def rows_from_results(
-    results: Any, config: SweepConfig, records: Sequence[TrialRecord] = ()
+    results: Any,
+    config: SweepConfig,
+    records: Sequence[TrialRecord] = (),
+    storage: Storage | None = None,
 ) -> list[TrialRow]:
     """Turns a Tune ResultGrid into summary rows, in trial order.
 
@@ -115,6 +129,8 @@ def rows_from_results(
         config: The sweep.
         records: Tune's records of the same trials (:func:`read_trials`): every epoch a
             trial reported, before a restore too, where the grid holds the last run's.
+        storage: The storage path; on object storage, a row's checkpoint is its place in
+            the local mirror (see :mod:`versatil.sweep.storage`).
     """
     reported = {record.trial_id: list(record.epochs()) for record in records}
     results = list(results)
@@ -126,6 +142,9 @@ def rows_from_results(
         if result.error is not None:
             error = str(result.error).strip() or type(result.error).__name__
         trial_id = metrics.get("trial_id") or Path(result.path).name
+        checkpoint = result.checkpoint.path if result.checkpoint else None
+        if checkpoint is not None and storage is not None and storage.remote:
+            checkpoint = str(storage.local_of(checkpoint))
         rows.append(
             make_row(
                 trial_id=trial_id,
@@ -133,7 +152,7 @@ def rows_from_results(
                 metrics=metrics,
                 epochs=reported.get(trial_id) or _epochs_reported(result),
                 error=error,
-                checkpoint=result.checkpoint.path if result.checkpoint else None,
+                checkpoint=checkpoint,
                 axes=axes,
                 objective=config.objective.metric,
             )
@@ -193,23 +212,25 @@ def run_sweep(
     # Tune's default TensorBoard logger imports torch into the driver (3 s) and duplicates
     # MLflow; its CSV and JSON loggers (progress.csv, result.json) are added below.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    uri = tracking_uri or config.mlflow.tracking_uri or embedded_store(config)
     storage = check_storage(config)  # unwritable: one clear error before Ray starts
-    experiment_dir, resume = choose_experiment_dir(config, resume, auto_resume, stream)
-    uri = tracking_uri or config.mlflow.tracking_uri or default_tracking_uri(storage)
+    name, resume = choose_experiment(config, storage, resume, auto_resume, stream)
+    experiment_dir = storage.pull(name)  # the records a resumed run goes on from
     check_server(uri)
     sweep_yaml = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
     if not resume:  # what `sync` reads back: the sweep as validated, overrides applied
-        experiment_dir.mkdir(parents=True, exist_ok=True)
-        (experiment_dir / SWEEP_FILE).write_text(sweep_yaml)
+        storage.write_text(sweep_yaml, name, SWEEP_FILE)
     # Opening MLflow (imports, a new store's schema) overlaps starting Ray, Tune and the
     # first workers' imports: the driver logs the first result only seconds later.
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow")
     opening = pool.submit(
-        open_sweep_run,
+        _open_sweep_run,
+        storage,
         tracking_uri=uri,
         experiment=config.experiment_name,
         experiment_dir=experiment_dir,
-        storage_dir=storage,
+        experiment_uri=storage.display(name),
+        storage_dir=None if storage.remote else config.storage_dir(),
         sweep_yaml=sweep_yaml,
         objective=config.objective.metric,
         mode=config.objective.mode,
@@ -218,7 +239,7 @@ def run_sweep(
     )
     pool.shutdown(wait=False)
     connect_ray(address)
-    sweep_tracker = make_tracker(opening, config, experiment_dir)
+    sweep_tracker = make_tracker(opening, config, lambda: read_trials(storage.pull(name)))
     resources = config.resources
     # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
     distributed = resources.workers_per_trial > 1
@@ -226,7 +247,7 @@ def run_sweep(
         tune.with_parameters(
             run_trial,
             # Absolute: a worker's working directory is its trial's, not the driver's.
-            sweep=config.model_copy(update={"storage_path": str(config.storage_dir())}),
+            sweep=config.model_copy(update={"storage_path": _absolute(config)}),
             # On the storage path every node shares: each graph compiles once per cluster.
             compile_cache=str(config.compile_cache_dir()) if config.trainer.compile_cache else None,
         ),
@@ -243,11 +264,15 @@ def run_sweep(
         # to this driver's live ones. First, what the last driver left out of MLflow.
         records = read_trials(experiment_dir)
         sweep_tracker.submit(functools.partial(backfill, close=True), sweep_tracker, records)
+        where = storage.tune_arguments(name)
         tuner = tune.Tuner.restore(
-            str(experiment_dir), trainable, resume_unfinished=True, resume_errored=True
+            where["storage_path"],
+            trainable,
+            resume_unfinished=True,
+            resume_errored=True,
+            storage_filesystem=where.get("storage_filesystem"),
         )
     else:
-        name = experiment_dir.name
         tuner = tune.Tuner(
             trainable,
             param_space=build_param_space(config),
@@ -269,9 +294,9 @@ def run_sweep(
             ),
             run_config=tune.RunConfig(
                 name=name,
-                storage_path=str(storage),
+                **storage.tune_arguments(),
                 callbacks=[
-                    DriverCallbacks(experiment_dir.name),
+                    DriverCallbacks(name),
                     CSVLoggerCallback(),
                     JsonLoggerCallback(),
                 ],
@@ -289,13 +314,13 @@ def run_sweep(
     # Tune warns about every trial without results; the summary reports those trials.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     try:
-        with registered(experiment_dir.name, live_callbacks), tune_console_quiet():
+        with registered(name, live_callbacks), tune_console_quiet():
             results = tuner.fit()
     except tune.TuneError:
         _ = sweep_tracker.context  # MLflow never opened: raises its one-line error
         raise
-    records = read_trials(experiment_dir)
-    rows = rows_from_results(results, config, records)
+    records = read_trials(storage.pull(name))
+    rows = rows_from_results(results, config, records, storage)
     missing = next((r for r in rows if r.metrics.get(OBJECTIVE_MISSING)), None)
     if missing is not None:
         rows = [r if STATUS in r.metrics else _not_run(r) for r in rows]
@@ -314,13 +339,13 @@ def run_sweep(
     end = sweep_end(rows, judgement, confirmation)
     gap = close_sweep(sweep_tracker, rows, records, end, sync_command(config))
     if gap is None:  # else its end is not in MLflow yet: --auto-resume would log it
-        mark_ended(experiment_dir, sweep_tracker.context.parent_run_id, len(rows))
+        mark_ended(storage, name, sweep_tracker.context.parent_run_id, len(rows))
     if missing is not None:
         ran = sum(STATUS in r.metrics for r in rows)
         raise ConfigError(
             f"{missing.reason}. The sweep stopped at that result: every trial runs the same "
             f"module ({ran} of {len(rows)} trials started, none trained past this epoch); "
-            f"its runs are under {experiment_dir}"
+            f"its runs are under {storage.display(name)}"
         )
     return SweepOutcome(
         experiment_dir=experiment_dir,
@@ -332,9 +357,32 @@ def run_sweep(
         gap=gap,
         releasing_ray=releasing,
         confirmation=confirmation,
+        storage=storage if storage.remote else None,
     )
 
 
 def sync_command(config: SweepConfig) -> str:
     """The command that backfills this sweep's runs from its storage path."""
-    return f"python -m versatil.sweep sync {config.name} --storage-path {config.storage_dir()}"
+    return f"python -m versatil.sweep sync {config.name} --storage-path {_absolute(config)}"
+
+
+def _absolute(config: SweepConfig) -> str:
+    """The storage path as every process reads it: absolute, or the URI as given."""
+    location = config.location()
+    return location.value if location.remote else str(location.directory())
+
+
+def embedded_store(config: SweepConfig) -> str:
+    """The embedded MLflow store: a SQLite file under a local storage path.
+
+    Raises:
+        ConfigError: on object storage, which cannot hold a SQLite database.
+    """
+    return default_tracking_uri(embedded_store_directory("storage_path", config.storage_path))
+
+
+def _open_sweep_run(storage: Storage, **arguments: Any) -> TrackingContext:
+    """:func:`open_sweep_run`, its record of the parent run then written to the store."""
+    context = open_sweep_run(**arguments)
+    storage.push(arguments["experiment_dir"].name, PARENT_FILE)
+    return context

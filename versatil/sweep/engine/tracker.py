@@ -8,8 +8,7 @@ records backfill what an outage missed, and the judged rows' tags and summary.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from versatil.errors import ConfigError
@@ -18,7 +17,7 @@ from versatil.sweep.config.trial import train_config_for
 from versatil.sweep.results.confirmation import round_metrics
 from versatil.sweep.results.hardware import CEILINGS_ARTIFACT, ceiling_metrics, ceilings_of
 from versatil.sweep.results.judgement import Judgement, summary_text
-from versatil.sweep.results.records import read_trials
+from versatil.sweep.results.records import TrialRecord
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.results.target import TIME_TO_TARGET
 from versatil.sweep.tracking import SweepEnd, SweepTracker, TrackingContext, backfill
@@ -31,9 +30,9 @@ __all__ = ["make_tracker", "sweep_end"]
 def make_tracker(
     opening: TrackingContext | concurrent.futures.Future,
     config: SweepConfig,
-    experiment_dir: Path | None = None,
+    records: Callable[[], Sequence[TrialRecord]] | None = None,
 ) -> SweepTracker:
-    """The sweep's tracker; with ``experiment_dir``, an outage is backfilled from it."""
+    """The sweep's tracker; with ``records`` (Tune's, read fresh), an outage is backfilled."""
 
     def resolve(axes: Mapping[str, Any]) -> Any | None:
         try:
@@ -42,11 +41,10 @@ def make_tracker(
             return None
 
     def recover(tracker: SweepTracker) -> None:
-        backfill(tracker, read_trials(experiment_dir), close=False)
+        assert records is not None
+        backfill(tracker, records(), close=False)
 
-    return SweepTracker(
-        opening, config, resolve=resolve, recover=recover if experiment_dir else None
-    )
+    return SweepTracker(opening, config, resolve=resolve, recover=recover if records else None)
 
 
 def sweep_end(

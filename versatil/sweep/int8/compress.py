@@ -66,13 +66,28 @@ class TrialCheckpoint:
         """The checkpoint's address, as the INT8 run's tag records it."""
         if self.artifact:
             return f"runs:/{self.run.info.run_id}/{CHECKPOINT_ARTIFACT}"
-        return str(self.path)
+        from versatil.sweep.storage import checkpoint_ref
+
+        return checkpoint_ref(self.path)  # on object storage, its URI
 
 
-def latest_tune_checkpoint(experiment_dir: Path, trial_id: str) -> Path | None:
-    """The trial's last ``checkpoint_NNNNNN`` directory holding ``last.ckpt``, if any."""
+def latest_tune_checkpoint(experiment_dir: str | Path, trial_id: str) -> Path | None:
+    """The trial's last ``checkpoint_NNNNNN`` directory holding ``last.ckpt``, if any.
+
+    ``experiment_dir`` is a directory or, on object storage, its URI: the trial's
+    checkpoints are then fetched into this machine's mirror.
+    """
+    from versatil.sweep.storage import Storage, local_checkpoint, parse_location
+    from versatil.sweep.vocab import tags
     from versatil.training.constants import CheckpointFilename
 
+    name = CheckpointFilename.DEFAULT_CHECKPOINT
+    storage = Storage(parse_location(tags.EXPERIMENT_DIR, str(experiment_dir)))
+    if storage.remote:
+        for directory in sorted(storage.pull(trial_id).glob("checkpoint_*"), reverse=True):
+            if directory.is_dir() and (local_checkpoint(directory) / name).is_file():
+                return directory
+        return None
     trial_dir = Path(experiment_dir) / trial_id
     found = sorted(
         d
@@ -92,7 +107,7 @@ def locate_checkpoint(
     """
     if client.list_artifacts(trial_run.info.run_id, CHECKPOINT_ARTIFACT):
         return TrialCheckpoint(trial_id, trial_run, artifact=True)
-    local = latest_tune_checkpoint(Path(experiment_dir), trial_id) if experiment_dir else None
+    local = latest_tune_checkpoint(experiment_dir, trial_id) if experiment_dir else None
     if local is not None:
         return TrialCheckpoint(trial_id, trial_run, artifact=False, path=local)
     where = f"{experiment_dir}/{trial_id}" if experiment_dir else "the sweep's storage path"
@@ -302,7 +317,7 @@ def compress_after_sweep(
     if selection is None or outcome.best is None:
         return None
     print(file=stream if stream is not None else sys.stdout)
-    return compress_sweep(
+    compressed = compress_sweep(
         outcome.tracking.tracking_uri,
         config.experiment_name,
         selection,
@@ -310,3 +325,6 @@ def compress_after_sweep(
         parent_run_id=outcome.tracking.parent_run_id,
         stream=stream,
     )
+    if outcome.storage is not None and (outcome.experiment_dir / "int8").is_dir():
+        outcome.storage.push(outcome.experiment_dir.name, "int8")  # beside the results
+    return compressed

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from versatil.status import TrialStatus
+from versatil.sweep.storage import local_checkpoint
 from versatil.sweep.tracking.child_run import log_checkpoint
 from versatil.sweep.tracking.live import SweepTracker
 from versatil.sweep.tracking.registry import register_checkpoint
@@ -284,8 +285,10 @@ def close_runs(
         chosen = [*chosen, best]  # a registered model needs its checkpoint logged
     for row in chosen:
         run = runs.get(row.trial_id)
-        if run is not None and row.checkpoint and Path(row.checkpoint).is_dir():
-            _log_checkpoint_once(client, run.info.run_id, Path(row.checkpoint))
+        # On object storage, the row's checkpoint is fetched into the local mirror first.
+        local = local_checkpoint(row.checkpoint) if run is not None and row.checkpoint else None
+        if run is not None and local is not None and local.is_dir():
+            _log_checkpoint_once(client, run.info.run_id, local)
             if sweep.mlflow.register_best and row is best:
                 register_checkpoint(client, sweep.mlflow.register_best, run)
     parent = tracker.context.parent_run_id

@@ -128,14 +128,19 @@ def open_sweep_run(
     tracking_uri: str,
     experiment: str,
     experiment_dir: Path,
-    storage_dir: Path,
+    storage_dir: Path | None,
     sweep_yaml: str,
     objective: str,
     mode: str,
     objectives: list[tuple[str, str]] | None = None,
     tolerance: float = 0.01,
+    experiment_uri: str | None = None,
 ) -> TrackingContext:
     """Opens (or, when ``experiment_dir`` records one, reopens) the sweep's parent run.
+
+    A new experiment of a local store keeps its artifacts under ``storage_dir``; the
+    parent's ``versatil.experiment_dir`` tag is ``experiment_uri`` (object storage) or
+    ``experiment_dir``.
 
     The parent is tagged with the primary ``objective`` and ``mode``, every objective
     (``versatil.objectives``, JSON ``[[metric, mode], ...]``) and the verdict's tolerance.
@@ -144,7 +149,7 @@ def open_sweep_run(
     found = store.get_experiment_by_name(experiment)
     if found is None:
         artifacts = None
-        if not _is_http(tracking_uri):
+        if not _is_http(tracking_uri) and storage_dir is not None:
             artifacts = (storage_dir / "mlartifacts").as_uri()
         experiment_id = store.create_experiment(experiment, artifact_location=artifacts)
     else:
@@ -159,7 +164,7 @@ def open_sweep_run(
             run_name=experiment_dir.name,
             tags={
                 tags.SWEEP: experiment,
-                tags.EXPERIMENT_DIR: str(experiment_dir),
+                tags.EXPERIMENT_DIR: experiment_uri or str(experiment_dir),
                 tags.OBJECTIVE: objective,
                 tags.MODE: mode,
                 tags.OBJECTIVES: json.dumps(objectives or [[objective, mode]]),

@@ -7,7 +7,7 @@ what the others wrote. Nothing here imports torch, Ray or MLflow.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ __all__ = [
     "SWEEP_FILE",
     "configuration_name",
     "experiment_dir_name",
-    "experiment_dirs",
+    "experiment_names",
     "int8_dir",
     "int8_run_name",
     "run_name",
@@ -56,11 +56,9 @@ def experiment_dir_name(sweep: str, when: float | None = None) -> str:
     return f"{sweep}-{time.strftime(_STAMP, time.localtime(when))}"
 
 
-def experiment_dirs(storage: Path, sweep: str) -> list[Path]:
-    """The experiment directories of ``sweep`` under ``storage``, oldest first."""
-    if not storage.is_dir():
-        return []
-    return sorted(p for p in storage.glob(f"{sweep}-2*") if sweep_of(p.name) == sweep)
+def experiment_names(directories: Iterable[str], sweep: str) -> list[str]:
+    """The experiment directories of ``sweep`` among ``directories``' names, oldest first."""
+    return sorted(d for d in directories if sweep_of(d) == sweep)
 
 
 def sweep_of(directory_name: str) -> str | None:

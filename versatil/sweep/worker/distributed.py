@@ -61,7 +61,8 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
     if resume.checkpoint_dir is not None:
         # The newest readable of Tune's checkpoints of this trial; each rank copies it.
         filesystem = tune.get_checkpoint().filesystem
-        restored = tune.Checkpoint(path=str(resume.checkpoint_dir), filesystem=filesystem)
+        path = resume.remote or str(resume.checkpoint_dir)
+        restored = tune.Checkpoint(path=path, filesystem=filesystem)
     reports = Queue(actor_options={"num_cpus": 0})
     per_worker = {"CPU": resources.cpu, **({"GPU": resources.gpu} if resources.gpu else {})}
     trainer = TorchTrainer(
@@ -81,7 +82,7 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
             # A new Train run per attempt: Ray Train would otherwise restore a failed
             # attempt's run on its own, from checkpoints this trial has already moved.
             name=f"{tune.get_context().get_trial_id()}-{uuid.uuid4().hex[:8]}",
-            storage_path=str(sweep.storage_dir() / "distributed"),
+            **sweep.storage().tune_arguments("distributed"),
             callbacks=[_forward_reports(reports)],
         ),
     )

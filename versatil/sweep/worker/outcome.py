@@ -27,6 +27,7 @@ from typing import Any
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.storage import CheckpointMirror
 from versatil.sweep.vocab.keys import REASON, STATUS
 from versatil.sweep.worker.reports import (
     end_result,
@@ -58,10 +59,13 @@ class Resume:
         checkpoint_dir: The trial's checkpoint directory to resume from, the newest one
             whose ``last.ckpt`` can be read; ``None``: the fit starts over.
         skipped: The unreadable newer checkpoints passed over, each with why.
+        remote: The chosen checkpoint's path on object storage, when it is there
+            (``checkpoint_dir`` is then its copy in this node's cache).
     """
 
     checkpoint_dir: Path | None = None
     skipped: tuple[str, ...] = ()
+    remote: str | None = None
 
     def annotate(self, result: dict[str, Any]) -> dict[str, Any]:
         """``result`` with how many unreadable checkpoints were skipped, when any were."""
@@ -87,7 +91,11 @@ def resume_point(policy: str) -> Resume:
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
         return Resume()
-    return Resume(*choose_checkpoint(Path(checkpoint.path), policy))
+    mirror = CheckpointMirror.of(checkpoint.filesystem, checkpoint.path)
+    if mirror is None:
+        return Resume(*choose_checkpoint(Path(checkpoint.path), policy))
+    chosen, skipped = choose_checkpoint(mirror.newest, policy, fetch=mirror.fetch)
+    return Resume(chosen, skipped, mirror.remote(chosen) if chosen is not None else None)
 
 
 def epoch_report(

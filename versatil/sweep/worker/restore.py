@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import shutil
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from versatil.errors import ConfigError
@@ -64,7 +65,9 @@ def _candidates(newest: Path) -> list[Path]:
 
 
 def choose_checkpoint(
-    checkpoint_dir: Path, policy: str = "previous"
+    checkpoint_dir: Path,
+    policy: str = "previous",
+    fetch: Callable[[Path], Path] | None = None,
 ) -> tuple[Path | None, tuple[str, ...]]:
     """The checkpoint directory to resume from, and the unreadable ones passed over.
 
@@ -74,6 +77,8 @@ def choose_checkpoint(
     Args:
         checkpoint_dir: The checkpoint directory Tune restores the trial from.
         policy: ``previous``, ``restart`` or ``fail`` (see the module docstring).
+        fetch: Brings a candidate's files into its directory before it is read (a
+            checkpoint on object storage); default: they are there.
 
     Returns:
         The directory whose ``last.ckpt`` can be read (``None``: start over), and why
@@ -85,6 +90,8 @@ def choose_checkpoint(
     skipped: list[str] = []
     candidates = _candidates(checkpoint_dir) if policy == "previous" else [checkpoint_dir]
     for candidate in candidates:
+        if fetch is not None:
+            fetch(candidate)
         problem = readable(candidate / CheckpointFilename.DEFAULT_CHECKPOINT)
         if problem is None:
             if skipped:
