@@ -32,6 +32,7 @@ from tests.k8s.test_manifests import mlflow_args, mlflow_container, rendered, th
 from tests.mlflow_server import stop_mlflow_server
 from tests.postgres_server import start_postgres, stop_postgres
 from tests.ray_head import free_port
+from versatil.sweep.tracking.store import is_reachable
 
 pytestmark = pytest.mark.slow  # PostgreSQL, mlflow server and a sweep
 
@@ -135,6 +136,7 @@ def test_sweep_logs_to_mlflow_on_postgresql_with_basic_auth_and_the_report_reads
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{uri}/api/2.0/mlflow/experiments/search?max_results=1")
         assert refused.value.code == 401
+        assert is_reachable(uri)  # the driver's probe: a refusal is an answer
 
         sweep = subprocess.run(
             [

@@ -71,18 +71,27 @@ def _is_http(tracking_uri: str) -> bool:
 
 
 def is_reachable(tracking_uri: str, timeout_s: float = 2.0) -> bool:
-    """Whether the store answers now: a server's ``/health`` within ``timeout_s``.
+    """Whether the store answers now: a server's request that reads its database.
 
-    A database URI (SQLite, PostgreSQL through SQLAlchemy) counts as reachable: its
-    failures are errors of the call itself.
+    ``/health`` answers while the server's database (PostgreSQL) is down; a lookup of the
+    default experiment does not. Any answer but a server error counts (a server behind
+    basic auth refuses it with 401). A database URI (SQLite, PostgreSQL through SQLAlchemy)
+    counts as reachable: its failures are errors of the call itself.
     """
     if not _is_http(tracking_uri):
         return True
+    probe = f"{tracking_uri.rstrip('/')}/{_DATABASE_PROBE}"
     try:
-        with urllib.request.urlopen(f"{tracking_uri.rstrip('/')}/health", timeout=timeout_s):
+        with urllib.request.urlopen(probe, timeout=timeout_s):
             return True
-    except Exception:  # refused, reset, timed out, an HTTP error: not answering
+    except urllib.error.HTTPError as error:
+        return error.code < 500
+    except Exception:  # refused, reset, timed out: not answering
         return False
+
+
+_DATABASE_PROBE = "api/2.0/mlflow/experiments/get-by-name?experiment_name=Default"
+"""A request an MLflow server answers from its database."""
 
 
 def check_server(tracking_uri: str, timeout_s: float = 5.0) -> None:
