@@ -10,6 +10,7 @@ checkpoints are not logged to MLflow: ``compress`` reads them from the bucket.
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -88,6 +89,8 @@ def test_a_sweep_on_s3_runs_resumes_syncs_reports_and_compresses(tmp_path):
             [experiment.experiment_id], filter_string=f"tags.`{tags.EXPERIMENT_DIR}` LIKE 's3://%'"
         )
         assert parent.data.tags[tags.EXPERIMENT_DIR] == f"{storage}/{name}"
+        logged = client.download_artifacts(parent.info.run_id, "sweep.yaml", str(tmp_path))
+        assert yaml.safe_load(Path(logged).read_text())["storage_path"] == storage
         assert parent.info.status == "FINISHED"
 
         # --resume restores the finished sweep from the bucket: it trains nothing again.

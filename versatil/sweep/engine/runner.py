@@ -239,7 +239,7 @@ def run_sweep(
     )
     pool.shutdown(wait=False)
     connect_ray(address)
-    sweep_tracker = make_tracker(opening, config, lambda: read_trials(storage.pull(name)))
+    sweep_tracker = make_tracker(opening, config, functools.partial(_records_now, storage, name))
     resources = config.resources
     # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
     distributed = resources.workers_per_trial > 1
@@ -363,7 +363,8 @@ def run_sweep(
 
 def sync_command(config: SweepConfig) -> str:
     """The command that backfills this sweep's runs from its storage path."""
-    return f"python -m versatil.sweep sync {config.name} --storage-path {_absolute(config)}"
+    storage = config.location().display()
+    return f"python -m versatil.sweep sync {config.name} --storage-path {storage}"
 
 
 def _absolute(config: SweepConfig) -> str:
@@ -379,6 +380,19 @@ def embedded_store(config: SweepConfig) -> str:
         ConfigError: on object storage, which cannot hold a SQLite database.
     """
     return default_tracking_uri(embedded_store_directory("storage_path", config.storage_path))
+
+
+def _records_now(storage: Storage, name: str) -> list[TrialRecord]:
+    """Tune's records so far, for a backfill after an outage of MLflow.
+
+    A storage path that fails here gives none (the sweep's end reads them again): its
+    failure must not count as MLflow's.
+    """
+    try:
+        return read_trials(storage.pull(name))
+    except OSError as error:  # pyarrow's errors included
+        logging.getLogger(__name__).warning("Tune's records not read from %s: %s", name, error)
+        return []
 
 
 def _open_sweep_run(storage: Storage, **arguments: Any) -> TrackingContext:

@@ -1,15 +1,15 @@
 """What a storage path names: a local directory, or a prefix on object storage.
 
 A storage path is a directory (``runs/sweeps``, a shared mount such as ``/mnt/sweeps``) or
-the URI of a pyarrow file system: ``s3://bucket/prefix`` (AWS S3, or an S3-compatible store
-such as MinIO or Ceph), ``gs://bucket/prefix`` (Google Cloud Storage), ``abfs://`` (Azure)
-and ``hdfs://``. Any other URI is refused at load: it would otherwise become a local
-directory named after it (``./ftp:/host/x``).
+a bucket of a pyarrow file system: ``s3://bucket/prefix`` (AWS S3, or an S3-compatible store
+such as MinIO or Ceph) or ``gs://bucket/prefix`` (Google Cloud Storage). Any other URI is
+refused at load: it would otherwise become a local directory named after it
+(``./ftp:/host/x``).
 
 Credentials come from the store's standard variables (``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``, ...) or the URI's query
-(``?endpoint_override=host:port&scheme=http``); :meth:`Location.display` leaves any secret
-in the query out, so what is printed, tagged or logged never holds one.
+``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``; ``GOOGLE_APPLICATION_CREDENTIALS``), never
+from the URI: a URI is printed, tagged and stored with the results, and every node reads the
+variables. Its query may set pyarrow's options (``?endpoint_override=host:port&scheme=http``).
 """
 
 from __future__ import annotations
@@ -23,20 +23,23 @@ from versatil.errors import ConfigError
 
 __all__ = ["REMOTE_SCHEMES", "Location", "embedded_store_directory", "parse_location", "redact"]
 
-REMOTE_SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss", "hdfs")
-"""The URI schemes a storage path may use: pyarrow's file systems."""
+REMOTE_SCHEMES = ("s3", "gs", "gcs")
+"""The URI schemes a storage path may use: pyarrow's object stores."""
 
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 _SECRET = re.compile(r"key|secret|token|password|credential", re.IGNORECASE)
 
 
 def redact(uri: str) -> str:
-    """``uri`` without the query parameters that could hold a secret."""
+    """``uri`` without a ``user:password@`` part or a query parameter that could hold a secret."""
     parts = urllib.parse.urlsplit(uri)
-    if not parts.query:
+    pairs = urllib.parse.parse_qsl(parts.query)
+    kept = [(k, v) for k, v in pairs if not _SECRET.search(k)]
+    if "@" not in parts.netloc and len(kept) == len(pairs):
         return uri
-    kept = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query) if not _SECRET.search(k)]
-    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(kept)))
+    host = parts.netloc.rpartition("@")[2]
+    query = urllib.parse.urlencode(kept)
+    return urllib.parse.urlunsplit(parts._replace(netloc=host, query=query))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,10 +94,21 @@ def parse_location(field: str, value: str) -> Location:
             f"machine, a shared mount such as /mnt/sweeps on a cluster) or object storage: "
             f"{', '.join(f'{s}://' for s in REMOTE_SCHEMES)} (e.g. s3://bucket/sweeps)"
         )
-    if not urllib.parse.urlsplit(value).netloc:
+    parts = urllib.parse.urlsplit(value)
+    if not parts.netloc:
         raise ConfigError(
             f"{field}: {redact(value)!r} names no bucket; give {scheme}://BUCKET/PREFIX, "
             f"e.g. {scheme}://my-bucket/sweeps"
+        )
+    secrets = "@" in parts.netloc or any(
+        _SECRET.search(k) for k, _ in urllib.parse.parse_qsl(parts.query)
+    )
+    if secrets:
+        raise ConfigError(
+            f"{field}: {redact(value)!r} carries credentials in the URI, which would be printed "
+            "and stored with the results; remove them and set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (GOOGLE_APPLICATION_CREDENTIALS for gs://) where the sweep "
+            "and its Ray nodes run"
         )
     return Location(value, scheme)
 

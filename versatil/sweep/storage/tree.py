@@ -13,11 +13,15 @@ compressed, re-timed or resumed).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import os
+import re
 import shutil
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -107,7 +111,7 @@ class Storage:
         """The local view of ``parts``: the directory itself, or its place in the mirror."""
         if not self.remote:
             return self.location.directory().joinpath(*parts)
-        return cache_root() / "storage" / self.location.scheme / self.root / Path(*parts)
+        return _mirror_root(self.filesystem).joinpath(self.root, *parts)
 
     def _uri(self, path: str) -> str:
         """The URI of ``path`` on this store, with the storage path's non-secret query."""
@@ -192,8 +196,17 @@ class Storage:
 
         base = self.path(*parts)
         selector = fs.FileSelector(base, recursive=True, allow_not_found=True)
+        local.mkdir(parents=True, exist_ok=True)
+        with _locked(local):  # one pull of a directory at a time on this node
+            self._mirror(self.filesystem.get_file_info(selector), base, local)
+        return local
+
+    def _mirror(self, infos: list[Any], base: str, local: Path) -> None:
+        """Brings ``infos`` (the store's listing under ``base``) into ``local``."""
+        from pyarrow import fs
+
         checkpoints: set[Path] = set()
-        for info in self.filesystem.get_file_info(selector):
+        for info in infos:
             relative = PurePosixPath(info.path).relative_to(base).parts
             at = next((i for i, p in enumerate(relative) if p.startswith(_CHECKPOINT_PREFIX)), None)
             if at is not None:
@@ -202,21 +215,51 @@ class Storage:
                     checkpoints.add(directory)
                     directory.mkdir(parents=True, exist_ok=True)
                     remote = "/".join([base, *relative[: at + 1]])
-                    _marker(directory).write_text(self._uri(remote))
+                    _write_atomic(_marker(directory), self._uri(remote))
             elif info.type == fs.FileType.File:
-                _download(self.filesystem, info, local.joinpath(*relative))
+                # Tune rewrites its state in place: same size, same second on S3.
+                again = relative[-1].startswith("experiment_state-")
+                _download(self.filesystem, info, local.joinpath(*relative), again)
         for stale in local.glob(f"**/{_CHECKPOINT_PREFIX}*"):
             if stale.is_dir() and stale not in checkpoints:
                 shutil.rmtree(stale, ignore_errors=True)
                 _marker(stale).unlink(missing_ok=True)
-        local.mkdir(parents=True, exist_ok=True)
-        return local
 
 
-def _download(filesystem: Any, info: Any, target: Path) -> None:
+def _mirror_root(filesystem: Any) -> Path:
+    """This node's mirror of a store: one per kind and endpoint (two MinIOs never mix)."""
+    key = filesystem.type_name
+    try:  # an S3-compatible store's endpoint, as pyarrow pickles it
+        endpoint = filesystem.__reduce__()[1][0].get("endpoint_override") or ""
+    except (AttributeError, IndexError, TypeError):
+        endpoint = ""
+    if endpoint:
+        key += "-" + re.sub(r"[^A-Za-z0-9.-]+", "_", endpoint.split("://")[-1])
+    return cache_root() / "storage" / key
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Holds an exclusive lock on ``directory`` (a file in it) for the block."""
+    with (directory / ".versatil-pull.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Writes ``text`` to ``path`` whole: a reader sees the old file or the new one."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.part")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+def _download(filesystem: Any, info: Any, target: Path, again: bool = False) -> None:
     """Copies the file ``info`` describes to ``target`` unless it is there, unchanged."""
     mtime_ns = info.mtime_ns or 0
-    if target.is_file():
+    if target.is_file() and not again:
         held = target.stat()
         if held.st_size == info.size and held.st_mtime_ns == mtime_ns:
             return
@@ -256,15 +299,14 @@ def local_checkpoint(checkpoint: str | os.PathLike) -> Path:
     if "://" not in location_uri:
         return Path(text)
     filesystem, path = fs.FileSystem.from_uri(location_uri)
-    scheme = urllib.parse.urlsplit(location_uri).scheme
-    target = Path(text) if "://" not in text else cache_root() / "storage" / scheme / path
-    selector = fs.FileSelector(path, recursive=True)
-    for info in filesystem.get_file_info(selector):
+    target = Path(text) if "://" not in text else _mirror_root(filesystem) / path
+    selector = fs.FileSelector(path, recursive=True, allow_not_found=True)
+    for info in filesystem.get_file_info(selector):  # none: the store dropped it
         if info.type == fs.FileType.File:
             relative = PurePosixPath(info.path).relative_to(path).parts
             _download(filesystem, info, target.joinpath(*relative))
     target.mkdir(parents=True, exist_ok=True)
-    _marker(target).write_text(location_uri)
+    _write_atomic(_marker(target), location_uri)
     return target
 
 
@@ -294,7 +336,7 @@ class CheckpointMirror:
         if filesystem is None or isinstance(filesystem, fs.LocalFileSystem):
             return None
         parent, _, name = path.rstrip("/").rpartition("/")
-        local_parent = cache_root() / "storage" / filesystem.type_name / parent
+        local_parent = _mirror_root(filesystem) / parent
         selector = fs.FileSelector(parent, allow_not_found=True)
         for info in filesystem.get_file_info(selector):
             earlier = info.base_name.startswith(_CHECKPOINT_PREFIX) and info.base_name < name

@@ -11,6 +11,7 @@ driver killed during the first) add only what is missing. When the store does no
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,6 +36,8 @@ __all__ = [
     "end_unrecorded",
     "log_end",
 ]
+
+log = logging.getLogger(__name__)
 
 UNRECORDED = (
     "lost before Tune saved its state (its driver or head node died first): the resumed "
@@ -114,6 +117,20 @@ def backfill(tracker: SweepTracker, records: Sequence[Any], *, close: bool) -> B
             child.finish(row.status, row.reason)
             done.runs_ended.append(record.trial_id)
     return done
+
+
+def _fetched(checkpoint: str) -> Path | None:
+    """The checkpoint directory, fetched first from object storage; ``None`` if it is gone.
+
+    A store that fails here is not the tracking store failing: the checkpoint is left out
+    of MLflow with a warning, and the run keeps everything else.
+    """
+    try:
+        local = local_checkpoint(checkpoint)
+    except OSError as error:  # pyarrow's errors included
+        log.warning("checkpoint %s not logged: the storage path failed (%s)", checkpoint, error)
+        return None
+    return local if local.is_dir() and any(p.is_file() for p in local.iterdir()) else None
 
 
 def _log_checkpoint_once(client: Any, run_id: str, checkpoint_dir: Path) -> None:
@@ -285,9 +302,8 @@ def close_runs(
         chosen = [*chosen, best]  # a registered model needs its checkpoint logged
     for row in chosen:
         run = runs.get(row.trial_id)
-        # On object storage, the row's checkpoint is fetched into the local mirror first.
-        local = local_checkpoint(row.checkpoint) if run is not None and row.checkpoint else None
-        if run is not None and local is not None and local.is_dir():
+        local = _fetched(row.checkpoint) if run is not None and row.checkpoint else None
+        if run is not None and local is not None:
             _log_checkpoint_once(client, run.info.run_id, local)
             if sweep.mlflow.register_best and row is best:
                 register_checkpoint(client, sweep.mlflow.register_best, run)
