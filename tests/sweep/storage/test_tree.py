@@ -78,11 +78,13 @@ def test_the_mirror_holds_the_records_and_names_each_checkpoint(s3, storage):
     assert torch.load(by_uri / "last.ckpt")["value"] == 1
 
 
-def test_written_files_reach_the_store_and_directories_list_runs(storage):
+def test_written_files_reach_the_store_and_directories_list_runs(s3, storage):
     storage.probe()
     storage.write_text(json.dumps({"run_id": "r"}), "exp-2", "mlflow_parent_run.json")
     assert storage.exists("exp-2", "mlflow_parent_run.json")
-    assert json.loads(storage.read_text("exp-2", "mlflow_parent_run.json")) == {"run_id": "r"}
+    key = f"{storage.root.removeprefix(BUCKET + '/')}/exp-2/mlflow_parent_run.json"
+    body = s3.client().get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert json.loads(body) == {"run_id": "r"}
     assert storage.directories() == ["exp-2"]
     report = storage.mirror("exp-2", "report")
     report.mkdir(parents=True)

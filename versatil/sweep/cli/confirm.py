@@ -65,10 +65,10 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
     check_name("confirm: sweep", args.sweep)
     if args.rounds is not None and not 2 <= args.rounds <= 100:
         raise ConfigError(f"confirm: --rounds {args.rounds} is out of range; use 2 to 100")
-    storage = open_storage("--storage-path", args.storage_path)
+    storage, directories = open_storage("--storage-path", args.storage_path)
     found = [
         d
-        for d in experiment_names(storage.directories(), args.sweep)
+        for d in experiment_names(directories, args.sweep)
         if storage.exists(d, PARENT_FILE) and storage.exists(d, SWEEP_FILE)
     ]
     if not found:

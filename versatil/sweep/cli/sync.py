@@ -148,8 +148,7 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
     from versatil.sweep.vocab.names import experiment_names, sweep_of
 
     check_name("sync: sweep", args.sweep)
-    storage = open_storage("--storage-path", args.storage_path)
-    directories = storage.directories()
+    storage, directories = open_storage("--storage-path", args.storage_path)
     found = [d for d in experiment_names(directories, args.sweep) if storage.exists(d, PARENT_FILE)]
     if not found:
         names = sorted({s for d in directories if (s := sweep_of(d))})
@@ -169,16 +168,16 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def open_storage(field: str, value: str) -> Storage:
-    """The storage path a command reads, checked to answer.
+def open_storage(field: str, value: str) -> tuple[Storage, list[str]]:
+    """The storage path a command reads, and the directories right under it.
 
     Raises:
         ConfigError: naming ``field`` for a bad path, or a store that cannot be read.
     """
     storage = Storage(parse_location(field, value))
     try:
-        storage.directories()
+        directories = storage.directories()
     except (OSError, ValueError) as error:
         reason = first_line(error)
         raise ConfigError(f"{field}: {storage.display()!r} cannot be read ({reason})") from None
-    return storage
+    return storage, directories

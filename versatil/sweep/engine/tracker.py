@@ -40,11 +40,13 @@ def make_tracker(
         except ConfigError:  # the trial fails with this message; its axes alone are logged
             return None
 
-    def recover(tracker: SweepTracker) -> None:
-        assert records is not None
-        backfill(tracker, records(), close=False)
+    recover = None
+    if records is not None:
 
-    return SweepTracker(opening, config, resolve=resolve, recover=recover if records else None)
+        def recover(tracker: SweepTracker) -> None:
+            backfill(tracker, records(), close=False)
+
+    return SweepTracker(opening, config, resolve=resolve, recover=recover)
 
 
 def sweep_end(

@@ -89,11 +89,7 @@ def latest_tune_checkpoint(experiment_dir: str | Path, trial_id: str) -> Path | 
                 return directory
         return None
     trial_dir = Path(experiment_dir) / trial_id
-    found = sorted(
-        d
-        for d in trial_dir.glob("checkpoint_*")
-        if (d / CheckpointFilename.DEFAULT_CHECKPOINT).is_file()
-    )
+    found = sorted(d for d in trial_dir.glob("checkpoint_*") if (d / name).is_file())
     return found[-1] if found else None
 
 

@@ -150,11 +150,6 @@ class Storage:
         infos = self.filesystem.get_file_info(selector)
         return sorted(i.base_name for i in infos if i.type == fs.FileType.Directory)
 
-    def read_text(self, *parts: str) -> str:
-        """The text of the file ``parts``."""
-        with self.filesystem.open_input_stream(self.path(*parts)) as stream:
-            return stream.read().decode()
-
     def write_text(self, text: str, *parts: str) -> None:
         """Writes ``text`` to the file ``parts`` (and to its place in the mirror)."""
         if self.remote:
