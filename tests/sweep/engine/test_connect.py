@@ -10,14 +10,17 @@ from versatil.sweep.engine.connect import check_access
 
 
 def test_an_unreachable_address_is_a_clear_error_without_waiting_for_ray():
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
+    # Ray turns 127.0.0.1 into the node's own address, where Ray's processes listen on
+    # ports of their own: the probe takes a port free on every address and holds it, never
+    # listening, through the whole check, so connecting to it is refused.
+    with socket.socket() as probe:
+        probe.bind(("", 0))
         port = probe.getsockname()[1]
-    start = time.monotonic()
-    with pytest.raises(
-        ConfigError, match=rf"--address: cannot reach a Ray cluster at '127.0.0.1:{port}'"
-    ):
-        check_access(f"127.0.0.1:{port}")
+        start = time.monotonic()
+        with pytest.raises(
+            ConfigError, match=rf"--address: cannot reach a Ray cluster at '127.0.0.1:{port}'"
+        ):
+            check_access(f"127.0.0.1:{port}")
     assert time.monotonic() - start < 10  # ray.init would wait for its GCS timeouts
 
 
