@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from versatil.sweep.engine.runner import run_sweep
+from versatil.sweep.report.load import load_report
 
 pytestmark = pytest.mark.slow  # every test runs a sweep on the Ray cluster
 
@@ -103,10 +104,31 @@ def test_pbt_exploits_checkpoints_of_better_trials(ray_cluster, sweep_config):
         assert row.metrics["resumed"] and row.epochs == 6
     assert all(r.status == "completed" for r in outcome.rows)
     # Every epoch trained with the lr of the config it reported under, exploits included.
+    last = {}
     for path in outcome.experiment_dir.glob("*/result.json"):
         for line in path.read_text().splitlines():
             result = json.loads(line)
             assert result["optimizer/lr"] == pytest.approx(result["config"]["lr"])
+        last[path.parent.name] = result
+    # Each row is its own trial's, also after an exploit at the last perturbation point
+    # (Tune then holds the copied trial's result and checkpoint): its last result, the lr
+    # that result trained with, the checkpoint that result saved.
+    assert sorted(r.trial_id for r in outcome.rows) == sorted(last)
+    for row in outcome.rows:
+        mine = last[row.trial_id]
+        assert row.objective == pytest.approx(mine["val_loss"])
+        assert row.axes["lr"] == pytest.approx(mine["config"]["lr"])
+        assert row.checkpoint == str(
+            outcome.experiment_dir / row.trial_id / mine["checkpoint_dir_name"]
+        )
+    # MLflow holds one run per trial, and the report shows the lr each trial last trained
+    # with (its params keep the one it opened with).
+    report = load_report(
+        outcome.tracking.tracking_uri, config.experiment_name, outcome.tracking.parent_run_id
+    )
+    assert {r.trial_id: r.axes["lr"] for r in report.rows} == pytest.approx(
+        {r.trial_id: r.axes["lr"] for r in outcome.rows}
+    )
 
 
 def test_optuna_samples_the_space(ray_cluster, sweep_config):

@@ -132,7 +132,7 @@ def rows_from_results(
         storage: The storage path; on object storage, a row's checkpoint is its place in
             the local mirror (see :mod:`versatil.sweep.storage`).
     """
-    reported = {record.trial_id: list(record.epochs()) for record in records}
+    by_id = {record.trial_id: record for record in records}
     results = list(results)
     axes = axes_of(config, [result.config or {} for result in results])
     rows = []
@@ -141,16 +141,26 @@ def rows_from_results(
         error = None
         if result.error is not None:
             error = str(result.error).strip() or type(result.error).__name__
-        trial_id = metrics.get("trial_id") or Path(result.path).name
+        # The trial's directory is named after it (trial_dirname_creator).
+        trial_id = Path(result.path).name if result.path else metrics.get("trial_id")
+        trial_config = result.config or {}
         checkpoint = result.checkpoint.path if result.checkpoint else None
         if checkpoint is not None and storage is not None and storage.remote:
             checkpoint = str(storage.local_of(checkpoint))
+        record = by_id.get(trial_id)
+        if metrics.get("trial_id") not in (None, trial_id) and record and record.results:
+            # PBT exploited the trial at its last report: Tune then holds the copied trial's
+            # last result and checkpoint, and a mutated config never trained. The row is
+            # the trial's own: its last result, the config it trained with, its checkpoint.
+            metrics = dict(record.results[-1])
+            trial_config = metrics.pop("config", None) or record.config
+            checkpoint = record.checkpoint
         rows.append(
             make_row(
                 trial_id=trial_id,
-                config=result.config or {},
+                config=trial_config,
                 metrics=metrics,
-                epochs=reported.get(trial_id) or _epochs_reported(result),
+                epochs=list(record.epochs() if record else ()) or _epochs_reported(result),
                 error=error,
                 checkpoint=checkpoint,
                 axes=axes,

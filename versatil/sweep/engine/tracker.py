@@ -8,6 +8,7 @@ records backfill what an outage missed, and the judged rows' tags and summary.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.results.target import TIME_TO_TARGET
 from versatil.sweep.tracking import SweepEnd, SweepTracker, TrackingContext, backfill
 from versatil.sweep.vocab import tags
+from versatil.sweep.vocab.keys import RESUMED
 from versatil.sweep.vocab.names import CONFIRM_ARTIFACT
 
 __all__ = ["make_tracker", "sweep_end"]
@@ -71,13 +73,18 @@ def sweep_end(
         if TIME_TO_TARGET in row.metrics:
             series = child_metrics.setdefault(row.trial_id, {})
             series[TIME_TO_TARGET] = [row.metrics[TIME_TO_TARGET]]
+    child_tags = judgement.child_tags()
+    for row in rows:
+        if row.metrics.get(RESUMED):  # a PBT exploit may have changed its axes' values
+            trained = json.dumps(row.axes, default=str)
+            child_tags.setdefault(row.trial_id, {})[tags.TRAINED_AXES] = trained
     parent_tags = {tags.VERDICT: judgement.verdict.text}
     if judgement.verdict.target is not None:
         parent_tags[tags.TARGET] = repr(judgement.verdict.target)
     return SweepEnd(
         best=judgement.best,
         summary=summary_text(rows, judgement),
-        child_tags=judgement.child_tags(),
+        child_tags=child_tags,
         parent_tags=parent_tags,
         parent_metrics=parent_metrics,
         child_metrics=child_metrics,

@@ -166,6 +166,9 @@ def load_report(
             for k, v in params.items()
             if (k in names.split(",") if names is not None else k not in _NOT_AXES)
         }
+        # Params hold the values the run opened with; a PBT exploit may have mutated them.
+        trained = json.loads(run.data.tags.get(tags.TRAINED_AXES, "{}"))
+        axes.update((k, v) for k, v in trained.items() if k in axes and v is not None)
         rows.append(
             make_row(
                 trial_id=run.data.tags.get(tags.TRIAL_ID, run.info.run_id),

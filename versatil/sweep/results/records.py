@@ -89,7 +89,16 @@ def _tune_statuses(experiment_dir: Path) -> dict[str, tuple[str, str | None]]:
     return {}
 
 
-def _newest_checkpoint(trial_dir: Path) -> str | None:
+def _newest_checkpoint(trial_dir: Path, results: Sequence[Mapping[str, Any]]) -> str | None:
+    """The checkpoint of the trial's last result that saved one, else the highest numbered.
+
+    A restored trial numbers its checkpoints on from the one it restored; after a PBT
+    exploit of an older one, a higher number can be a checkpoint of its former lineage.
+    """
+    for result in reversed(results):
+        name = result.get("checkpoint_dir_name")
+        if isinstance(name, str) and name and (trial_dir / name).is_dir():
+            return str(trial_dir / name)
     found = [p for p in trial_dir.glob("checkpoint_*") if p.is_dir()]
     return str(max(found, key=lambda p: p.name)) if found else None
 
@@ -110,14 +119,15 @@ def read_trials(experiment_dir: Path) -> list[TrialRecord]:
         if error_file.is_file():
             lines = error_file.read_text(errors="replace").strip().splitlines()
             error = lines[-1][:500] if lines else ""
+        results = _json_lines(trial_dir / "result.json")
         records.append(
             TrialRecord(
                 trial_id=trial_id,
                 config=config if isinstance(config, dict) else {},
-                results=_json_lines(trial_dir / "result.json"),
+                results=results,
                 tune_status=status[0],
                 error=error,
-                checkpoint=_newest_checkpoint(trial_dir),
+                checkpoint=_newest_checkpoint(trial_dir, results),
             )
         )
     return records
@@ -126,10 +136,12 @@ def read_trials(experiment_dir: Path) -> list[TrialRecord]:
 def row_from_record(record: TrialRecord, axes: Sequence[str], objective: str) -> TrialRow:
     """A trial's summary row from Tune's record of it alone (no Ray, no tracking store)."""
     errored = record.tune_status == "ERROR"
+    last = record.results[-1] if record.results else {}
+    trained = last.get("config")  # a PBT exploit mutates a trial's config as it goes
     return make_row(
         trial_id=record.trial_id,
-        config=record.config,
-        metrics=record.results[-1] if record.results else {},
+        config=trained if isinstance(trained, dict) else record.config,
+        metrics=last,
         epochs=record.epochs(),
         error=(record.error or "the trial's worker failed") if errored else None,
         checkpoint=record.checkpoint,

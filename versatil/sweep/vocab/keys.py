@@ -18,6 +18,7 @@ __all__ = [
     "HPARAMS",
     "OBJECTIVE_MISSING",
     "REASON",
+    "RESUMED",
     "SEED",
     "STATUS",
     "flatten",
@@ -51,6 +52,9 @@ HARDWARE_CEILING = "hardware_ceiling"
 OBJECTIVE_MISSING = "objective_missing"
 """True in the result of a trial whose module never logged the objective metric."""
 
+RESUMED = "resumed"
+"""True in the results of a trial restored from a checkpoint (a retry, a resume, an exploit)."""
+
 # Tune's own keys (``ray.tune.result.AUTO_RESULT_KEYS`` and the rest it adds to a result)
 # and versatil's facts about the worker: reported, but not measurements of the training.
 BOOKKEEPING = frozenset(
@@ -82,7 +86,7 @@ BOOKKEEPING = frozenset(
         HARDWARE_CEILING,
         OBJECTIVE_MISSING,
         "node_id",
-        "resumed",
+        RESUMED,
         "world_size",
     }
 )

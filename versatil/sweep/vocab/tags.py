@@ -26,6 +26,7 @@ __all__ = [
     "SWEEP",
     "TARGET",
     "TOLERANCE",
+    "TRAINED_AXES",
     "TRIAL_ID",
     "TRIAL_NAME",
     "TRUNCATED_PARAMS",
@@ -54,6 +55,9 @@ TRIAL_NAME = "versatil.trial_name"
 AXES = "versatil.axes"
 """The names of the sweep's axes, comma-separated: which params the report compares."""
 CONFIGURATION = "versatil.configuration"
+TRAINED_AXES = "versatil.trained_axes"
+"""The axes' values the trial's last epoch trained with, as JSON, on a restored trial's run:
+a PBT exploit mutates them, and MLflow params keep the values the run was opened with."""
 """The trial's configuration without its seed: one configuration's replicates share it."""
 OBJECTIVE_OVER_SEEDS = "versatil.objective_over_seeds"
 """The configuration's objective over its seeds: ``mean ± half-width (K seeds)``."""
