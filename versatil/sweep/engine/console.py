@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import time
@@ -65,13 +66,25 @@ def tune_console_quiet() -> Any:
     experiment" box and "View detailed results here"; the sweep prints its own progress,
     summary and paths. ``RAY_AIR_NEW_OUTPUT=0`` selects Tune's other engine, which prints
     nothing at ``verbose=0``. Set for the fit only, unless the environment already says.
+
+    Tune's warning that a restored trial's result file is not in storage yet is dropped:
+    it comes with every restore (a retry, a PBT exploit) before the driver's first upload,
+    and Tune keeps appending to the driver's own copy, which is then uploaded whole.
     """
     key = "RAY_AIR_NEW_OUTPUT"
-    if key in os.environ:
-        yield
-        return
-    os.environ[key] = "0"
+    tune_logs = logging.getLogger("ray.tune.logger.logger")
+    tune_logs.addFilter(_not_uploaded_yet)
+    set_here = key not in os.environ
+    if set_here:
+        os.environ[key] = "0"
     try:
         yield
     finally:
-        os.environ.pop(key, None)
+        tune_logs.removeFilter(_not_uploaded_yet)
+        if set_here:
+            os.environ.pop(key, None)
+
+
+def _not_uploaded_yet(record: logging.LogRecord) -> bool:
+    """False for Tune's "Remote file not found" warning on restoring a trial's logs."""
+    return not record.getMessage().startswith("Remote file not found:")
