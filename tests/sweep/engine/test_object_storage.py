@@ -1,4 +1,5 @@
-"""A sweep whose storage path is on S3: run, resumed, synced, confirmed, reported, compressed.
+"""Sweeps whose storage path is on S3: run, resumed, synced, confirmed, reported, compressed;
+and PBT on a user's module, its exploits restoring checkpoints from the bucket.
 
 moto's standalone S3 server (a real HTTP S3 API on loopback) holds the bucket and a real
 ``mlflow server`` the runs. Every command runs as a user types it, in a process of its own
@@ -134,3 +135,88 @@ def test_a_sweep_on_s3_runs_resumes_syncs_reports_and_compresses(tmp_path):
 def s3_lines(s3, key):
     body = s3.client().get_object(Bucket=BUCKET, Key=key)["Body"].read().decode()
     return [json.loads(line)["epoch"] for line in body.splitlines() if line.strip()]
+
+
+def test_pbt_on_s3_exploits_a_user_modules_checkpoints_from_the_bucket(tmp_path):
+    # A user's module (dict batches, its own params) under PBT: an exploited trial's worker
+    # fetches the better trial's checkpoint from the bucket, and every row is its own trial.
+    data = {
+        "name": "pbts3",
+        "task": {
+            "name": "tests.user_tasks.dict_batches:build",
+            "params": {"n_samples": 64, "batch_size": 16},
+        },
+        "space": {"lr": {"grid": [1e-5, 1e-2]}},
+        "trainer": {"max_epochs": 4, "accelerator": "cpu"},
+        "scheduler": {
+            "type": "pbt",
+            "perturbation_interval": 1,
+            "quantile_fraction": 0.5,
+            "synch": True,
+            "hyperparam_mutations": {"lr": {"loguniform": [1e-3, 3e-2]}},
+        },
+        "max_concurrent_trials": 2,
+        "confirm": {"enabled": "off"},
+    }
+    config = tmp_path / "pbts3.yaml"
+    config.write_text(yaml.safe_dump(data))
+    s3 = start_s3_server(tmp_path / "moto.log")
+    server = None
+    try:
+        s3.client().create_bucket(Bucket=BUCKET)
+        (tmp_path / "mlflow").mkdir()
+        server, uri = start_mlflow_server(tmp_path / "mlflow")
+        env = {
+            **os.environ,
+            **s3.environment(),
+            "XDG_CACHE_HOME": str(tmp_path / "cache"),
+            "PYTHONPATH": str(Path(__file__).resolve().parents[3]),  # the user's module
+        }
+        env.pop("RAY_ADDRESS", None)
+        storage = f"s3://{BUCKET}/{PREFIX}"
+        # Whether PBT exploits at a given point depends on timing: a second sweep if not.
+        for _attempt in range(2):
+            done = subprocess.run(
+                cli("--config", str(config), "--storage-path", storage, "--tracking-uri", uri),
+                env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400,
+            )  # fmt: skip
+            assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+            assert "2 trials in" in done.stdout and "2 completed" in done.stdout, done.stdout
+            assert "Remote file not found" not in done.stderr, done.stderr[-3000:]
+            name = done.stdout.split(f"results: {storage}/")[1].split()[0]
+            last = {}
+            for key in s3.keys(BUCKET, f"{PREFIX}/{name}/"):
+                if key.endswith("/result.json"):
+                    body = s3.client().get_object(Bucket=BUCKET, Key=key)["Body"].read()
+                    lines = [json.loads(line) for line in body.decode().splitlines()]
+                    assert [r["epoch"] for r in lines] == [0, 1, 2, 3]
+                    for result in lines:  # trained with the lr it reported under
+                        assert result["optimizer/lr"] == pytest.approx(result["config"]["lr"])
+                    last[key.split("/")[-2]] = lines[-1]
+            assert len(last) == 2
+            if any(r["config"]["lr"] not in (1e-5, 1e-2) for r in last.values()):
+                break
+        else:
+            raise AssertionError("no trial was exploited in two PBT sweeps")
+
+        client = MlflowClient(uri)
+        (experiment,) = [e for e in client.search_experiments() if e.name == "pbts3"]
+        parent = client.search_runs(
+            [experiment.experiment_id],
+            filter_string=f"tags.`{tags.EXPERIMENT_DIR}` = '{storage}/{name}'",
+        )[0]
+        children = client.search_runs(
+            [experiment.experiment_id],
+            filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+        )
+        assert sorted(c.data.tags[tags.TRIAL_ID] for c in children) == sorted(last)
+        for child in children:
+            mine = last[child.data.tags[tags.TRIAL_ID]]
+            assert child.data.metrics["val_loss"] == pytest.approx(mine["val_loss"])
+            history = client.get_metric_history(child.info.run_id, "val_loss")
+            assert sorted(m.step for m in history) == [0, 1, 2, 3]
+        assert f"best checkpoint: {storage}/{name}/" in done.stdout, done.stdout
+    finally:
+        if server is not None:
+            stop_mlflow_server(server)
+        stop_s3_server(s3)
