@@ -13,6 +13,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The commands read MLflow's MLFLOW_TRACKING_URI; a shell's must not send the tests' runs to
+# its server. The tests that read it set it themselves.
+os.environ.pop("MLFLOW_TRACKING_URI", None)
+
 # Session services whose users are slow tests: each starts a Ray cluster or a server.
 SLOW_FIXTURES = frozenset({"ray_cluster", "mlflow_server"})
 

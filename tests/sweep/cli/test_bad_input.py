@@ -669,3 +669,35 @@ def test_resume_and_auto_resume_together_are_refused(tmp_path, monkeypatch):
     assert (code, out) == (2, "")
     assert "argument --auto-resume: not allowed with argument --resume" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [[], ["report", "quickstart"], ["compress", "quickstart"]])
+def test_an_unreachable_mlflow_tracking_uri_is_named_as_the_variable(
+    command, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # discard: nothing listens
+    code, out, err = run_cli(command)
+    assert (code, out) == (2, "") and "Traceback" not in err, err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "MLFLOW_TRACKING_URI: no MLflow server answers at 'http://127.0.0.1:9'" in err, err
+    assert "unset MLFLOW_TRACKING_URI to use the embedded SQLite store" in err, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--tracking-uri", "ftp://flag"], "--tracking-uri: 'ftp://flag'"),
+        (["--set", "mlflow.tracking_uri=ftp://file"], "mlflow.tracking_uri: 'ftp://file'"),
+        (["report", "quickstart", "--tracking-uri", "ftp://flag"], "--tracking-uri: 'ftp://flag'"),
+    ],
+)
+def test_an_option_or_the_sweep_file_comes_before_mlflow_tracking_uri(
+    argv, named, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "ftp://variable")
+    code, out, err = run_cli(argv)
+    assert (code, out) == (2, ""), err
+    assert f"{named} is not a tracking URI MLflow can use" in err, err
+    assert "variable" not in err

@@ -171,13 +171,14 @@ def test_pbt_on_s3_exploits_a_user_modules_checkpoints_from_the_bucket(tmp_path)
             **s3.environment(),
             "XDG_CACHE_HOME": str(tmp_path / "cache"),
             "PYTHONPATH": str(Path(__file__).resolve().parents[3]),  # the user's module
+            "MLFLOW_TRACKING_URI": uri,  # MLflow's own variable, no --tracking-uri
         }
         env.pop("RAY_ADDRESS", None)
         storage = f"s3://{BUCKET}/{PREFIX}"
         # Whether PBT exploits at a given point depends on timing: a second sweep if not.
         for _attempt in range(2):
             done = subprocess.run(
-                cli("--config", str(config), "--storage-path", storage, "--tracking-uri", uri),
+                cli("--config", str(config), "--storage-path", storage),
                 env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400,
             )  # fmt: skip
             assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
@@ -216,6 +217,16 @@ def test_pbt_on_s3_exploits_a_user_modules_checkpoints_from_the_bucket(tmp_path)
             history = client.get_metric_history(child.info.run_id, "val_loss")
             assert sorted(m.step for m in history) == [0, 1, 2, 3]
         assert f"best checkpoint: {storage}/{name}/" in done.stdout, done.stdout
+        assert f"at {uri}" in done.stdout, done.stdout
+
+        # report reads the same variable; each row shows the lr its trial last trained with.
+        report = subprocess.run(
+            cli("report", "pbts3", "--format", "json"),
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert report.returncode == 0, report.stderr[-3000:]
+        shown = {t["trial_id"]: t["lr"] for t in json.loads(report.stdout)["trials"]}
+        assert shown == pytest.approx({t: r["config"]["lr"] for t, r in last.items()})
     finally:
         if server is not None:
             stop_mlflow_server(server)

@@ -48,7 +48,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--top", type=int, metavar="K", help="the K best trials by objective")
     parser.add_argument("--trial", metavar="ID", help="one trial, by its id")
-    parser.add_argument("--tracking-uri", default=None, help="default: the embedded SQLite store")
+    parser.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="default: MLFLOW_TRACKING_URI, else the embedded SQLite store",
+    )
     parser.add_argument(
         "--storage-path", default="runs/sweeps", help="storage path holding the embedded store"
     )
@@ -104,15 +108,17 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
             sweep or trial, or a chosen trial without a checkpoint.
     """
     from versatil.sweep.config.limits import check_name
-    from versatil.sweep.tracking import check_server, default_tracking_uri
+    from versatil.sweep.tracking import check_server, default_tracking_uri, tracking_store
 
     check_name("compress: experiment", args.experiment)
     selection = parse_selection(args)
-    uri = args.tracking_uri or default_tracking_uri(
-        embedded_store_directory("--storage-path", args.storage_path)
+    named = tracking_store(("--tracking-uri", args.tracking_uri))
+    uri, source = named or (
+        default_tracking_uri(embedded_store_directory("--storage-path", args.storage_path)),
+        "--storage-path",
     )
-    check_server(uri)
-    with quiet_loggers(EMBEDDED_STORE_LOGGERS if args.tracking_uri is None else ()):
+    check_server(uri, source=source)
+    with quiet_loggers(EMBEDDED_STORE_LOGGERS if named is None else ()):
         return _compress(args, uri, selection, out)
 
 

@@ -39,7 +39,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser: The subcommand's parser.
     """
     parser.add_argument("experiment", help="the sweep's MLflow experiment (its name)")
-    parser.add_argument("--tracking-uri", default=None, help="default: the embedded SQLite store")
+    parser.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="default: MLFLOW_TRACKING_URI, else the embedded SQLite store",
+    )
     parser.add_argument(
         "--storage-path", default="runs/sweeps", help="storage path holding the embedded store"
     )
@@ -82,14 +86,16 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
         ConfigError: for a bad name, an unusable tracking URI or an unknown sweep.
     """
     from versatil.sweep.config.limits import check_name
-    from versatil.sweep.tracking import check_server, default_tracking_uri
+    from versatil.sweep.tracking import check_server, default_tracking_uri, tracking_store
 
     check_name("report: experiment", args.experiment)
-    uri = args.tracking_uri or default_tracking_uri(
-        embedded_store_directory("--storage-path", args.storage_path)
+    named = tracking_store(("--tracking-uri", args.tracking_uri))
+    uri, source = named or (
+        default_tracking_uri(embedded_store_directory("--storage-path", args.storage_path)),
+        "--storage-path",
     )
-    check_server(uri)
-    with quiet_loggers(EMBEDDED_STORE_LOGGERS if args.tracking_uri is None else ()):
+    check_server(uri, source=source)
+    with quiet_loggers(EMBEDDED_STORE_LOGGERS if named is None else ()):
         return _report(args, uri, out)
 
 

@@ -49,7 +49,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tracking-uri",
         default=None,
-        help="MLflow server (http://host:port); default: SQLite file under the storage path",
+        help="MLflow server (http://host:port); default: mlflow.tracking_uri of the sweep, "
+        "else MLFLOW_TRACKING_URI, else a SQLite file under the storage path",
     )
     resuming = parser.add_mutually_exclusive_group()
     resuming.add_argument(
@@ -115,8 +116,12 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
         with contextlib.redirect_stdout(out):
             print_dry_run(config)
         return 0
-    embedded = args.tracking_uri is None and config.mlflow.tracking_uri is None
-    with quiet_loggers(EMBEDDED_STORE_LOGGERS if embedded else ()):
+    from versatil.sweep.tracking import tracking_store
+
+    named = tracking_store(
+        ("--tracking-uri", args.tracking_uri), ("mlflow.tracking_uri", config.mlflow.tracking_uri)
+    )
+    with quiet_loggers(EMBEDDED_STORE_LOGGERS if named is None else ()):
         return _run(config, args, out)
 
 

@@ -50,6 +50,7 @@ from versatil.sweep.tracking import (
     close_sweep,
     default_tracking_uri,
     open_sweep_run,
+    tracking_store,
 )
 from versatil.sweep.vocab.keys import EPOCH, OBJECTIVE_MISSING, STATUS
 from versatil.sweep.vocab.names import SWEEP_FILE
@@ -205,7 +206,7 @@ def run_sweep(
             not rerun.
         auto_resume: Continue the latest run if it was interrupted, else start a new one.
         tracking_uri: The MLflow tracking URI; default ``mlflow.tracking_uri`` of the sweep,
-            else an embedded SQLite file under the storage path.
+            else ``MLFLOW_TRACKING_URI``, else an embedded SQLite file under the storage path.
         callbacks: Extra Tune callbacks.
         stream: Where progress lines go; default ``sys.stdout`` when it is called.
         on_start: Called with the experiment directory before trials start.
@@ -222,11 +223,14 @@ def run_sweep(
     # Tune's default TensorBoard logger imports torch into the driver (3 s) and duplicates
     # MLflow; its CSV and JSON loggers (progress.csv, result.json) are added below.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-    uri = tracking_uri or config.mlflow.tracking_uri or embedded_store(config)
+    named = tracking_store(
+        ("--tracking-uri", tracking_uri), ("mlflow.tracking_uri", config.mlflow.tracking_uri)
+    )
+    uri, source = named or (embedded_store(config), "storage_path")
     storage = check_storage(config)  # unwritable: one clear error before Ray starts
     name, resume = choose_experiment(config, storage, resume, auto_resume, stream)
     experiment_dir = storage.pull(name)  # the records a resumed run goes on from
-    check_server(uri)
+    check_server(uri, source=source)
     sweep_yaml = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
     if not resume:  # what `sync` reads back: the sweep as validated, overrides applied
         storage.write_text(sweep_yaml, name, SWEEP_FILE)

@@ -125,7 +125,7 @@ def embedded_store_directory(field: str, value: str) -> Path:
         raise ConfigError(
             f"{field}: {location.display()!r} is on object storage, which cannot hold the "
             "embedded MLflow store (a SQLite file); give an MLflow server with --tracking-uri "
-            "http://HOST:PORT (or mlflow.tracking_uri in the sweep file), or a local store "
-            "such as --tracking-uri sqlite:///mlflow.db"
+            "http://HOST:PORT (or mlflow.tracking_uri in the sweep file, or MLFLOW_TRACKING_URI), "
+            "or a local store such as --tracking-uri sqlite:///mlflow.db"
         )
     return location.directory()

@@ -36,6 +36,7 @@ from versatil.sweep.tracking.store import (
     find_child_run,
     open_sweep_run,
     reopen_sweep_run,
+    tracking_store,
 )
 
 __all__ = [
@@ -56,5 +57,6 @@ __all__ = [
     "log_end",
     "open_sweep_run",
     "reopen_sweep_run",
+    "tracking_store",
     "trial_params",
 ]

@@ -231,9 +231,11 @@ class SweepTracker:
 
         class _Callback(tune.Callback):
             def on_trial_result(self, iteration, trials, trial, result, **info):
-                tracker.submit(
-                    tracker.trial_result, trial.trial_id, str(trial), dict(trial.config), result
-                )
+                # The config the result trained with: the scheduler sees a result before
+                # the callbacks do, and a PBT exploit has by then mutated trial.config.
+                config = result.get("config")
+                axes = dict(config if isinstance(config, dict) else trial.config)
+                tracker.submit(tracker.trial_result, trial.trial_id, str(trial), axes, result)
 
             def on_trial_complete(self, iteration, trials, trial, **info):
                 result = trial.last_result or {}

@@ -15,6 +15,7 @@ from versatil.sweep.vocab import tags
 
 __all__ = [
     "PARENT_FILE",
+    "TRACKING_URI_VARIABLE",
     "TrackingContext",
     "TrackingUnavailable",
     "check_server",
@@ -25,6 +26,7 @@ __all__ = [
     "is_reachable",
     "open_sweep_run",
     "reopen_sweep_run",
+    "tracking_store",
 ]
 
 # MLflow 3's usage telemetry runs background threads in the driver that compete with the
@@ -66,6 +68,27 @@ def default_tracking_uri(storage_dir: Path) -> str:
     return f"sqlite:///{storage_dir / 'mlflow.db'}"
 
 
+TRACKING_URI_VARIABLE = "MLFLOW_TRACKING_URI"
+"""MLflow's own variable for the tracking URI, read when no option or sweep file gives one."""
+
+
+def tracking_store(*given: tuple[str, str | None]) -> tuple[str, str] | None:
+    """The first tracking URI given, and where it came from, else ``MLFLOW_TRACKING_URI``.
+
+    Args:
+        given: ``(source, uri)`` pairs in precedence order, e.g. ``("--tracking-uri",
+            args.tracking_uri)`` then ``("mlflow.tracking_uri", ...)``; ``None`` skips one.
+
+    Returns:
+        ``(uri, source)``, or ``None`` when nothing names a store (the embedded one).
+    """
+    environment = os.environ.get(TRACKING_URI_VARIABLE, "").strip()
+    for source, uri in (*given, (TRACKING_URI_VARIABLE, environment)):
+        if uri:
+            return uri, source
+    return None
+
+
 def _is_http(tracking_uri: str) -> bool:
     return tracking_uri.startswith(("http://", "https://"))
 
@@ -94,19 +117,20 @@ _DATABASE_PROBE = "api/2.0/mlflow/experiments/get-by-name?experiment_name=Defaul
 """A request an MLflow server answers from its database."""
 
 
-def check_server(tracking_uri: str, timeout_s: float = 5.0) -> None:
+def check_server(tracking_uri: str, timeout_s: float = 5.0, source: str = "--tracking-uri") -> None:
     """Fails with one clear message when a tracking URI cannot work.
 
     That is a URI of a scheme MLflow cannot track to, or an http(s) URI with no server
     behind it: a server that accepts the connection but does not answer within
-    ``timeout_s`` counts as none.
+    ``timeout_s`` counts as none. ``source`` (the option, field or variable that gave the
+    URI) leads the message.
     """
     import http.client
 
     scheme = tracking_uri.partition("://")[0].partition("+")[0] if "://" in tracking_uri else ""
     if scheme not in ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks"):
         raise ConfigError(
-            f"--tracking-uri: {tracking_uri!r} is not a tracking URI MLflow can use; give an "
+            f"{source}: {tracking_uri!r} is not a tracking URI MLflow can use; give an "
             "MLflow server (http://host:port) or a database (sqlite:///path/to/mlflow.db)"
         )
     if not _is_http(tracking_uri):
@@ -118,9 +142,10 @@ def check_server(tracking_uri: str, timeout_s: float = 5.0) -> None:
         reason = getattr(error, "reason", None) or error
         if isinstance(reason, TimeoutError):
             reason = f"no answer within {timeout_s:g} s"
+        omit = "unset" if source == TRACKING_URI_VARIABLE else "omit"
         raise ConfigError(
-            f"--tracking-uri: no MLflow server answers at {tracking_uri!r} ({reason}); start "
-            "one (mlflow server --host 127.0.0.1 --port 5000) or omit --tracking-uri to use the "
+            f"{source}: no MLflow server answers at {tracking_uri!r} ({reason}); start "
+            f"one (mlflow server --host 127.0.0.1 --port 5000) or {omit} {source} to use the "
             "embedded SQLite store"
         ) from None
 
