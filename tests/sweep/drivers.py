@@ -1,8 +1,11 @@
 """Sweep drivers as separate processes, for tests that kill them."""
 
+import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 BOUND_S = 240
 
@@ -71,3 +74,30 @@ def gated_sweep(
         "storage_path": str(tmp_path / "runs"),
         **fields,
     }
+
+
+def node_processes(node):
+    """The PIDs of a Ray node's processes and of every process they started (its agents)."""
+    roots = {info.process.pid for infos in node.all_processes.values() for info in infos}
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, rest = stat.read_text().split(" (", 1)
+        except (OSError, ValueError):
+            continue
+        parents[int(pid)] = int(rest.rsplit(") ", 1)[1].split()[1])
+    found, grew = set(roots), True
+    while grew:
+        children = {pid for pid, parent in parents.items() if parent in found} - found
+        found |= children
+        grew = bool(children)
+    return found
+
+
+def kill_leftovers(pids):
+    """SIGKILLs those of ``pids`` still running: a killed raylet's agents outlive it."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue

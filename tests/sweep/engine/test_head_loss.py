@@ -12,7 +12,9 @@ worker node's. A new cluster starts, and the very same command, pointed at it by
 
 import json
 import os
+import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -20,7 +22,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.mlflow_server import start_mlflow_server, stop_mlflow_server
 from tests.s3_server import start_s3_server, stop_s3_server
-from tests.sweep.drivers import cli, gated_sweep, wait_for
+from tests.sweep.drivers import cli, gated_sweep, kill_leftovers, node_processes, wait_for
 from tests.sweep.engine.test_node_loss import alive
 from tests.sweep.exactly_once import assert_exactly_once
 from versatil.sweep.storage import Storage, parse_location
@@ -32,6 +34,17 @@ pytestmark = pytest.mark.slow  # two clusters, two servers and two sweep drivers
 LRS = [0.001, 0.002, 0.003, 0.004]
 BUCKET = "sweeps"
 STORAGE = f"s3://{BUCKET}/team"
+
+
+RETRY_S = 420  # the retry alone takes about 30 s on 2 cores
+
+
+def worker_logs(cluster):
+    """The tails of the cluster's newest worker logs and of its raylets' (what a hang did)."""
+    logs = Path(cluster.head_node.get_logs_dir_path())
+    files = sorted(logs.glob("worker-*.err"), key=lambda p: p.stat().st_mtime)[-3:]
+    files += sorted(logs.glob("raylet*.out"))
+    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in files)
 
 
 def start_cluster():
@@ -133,18 +146,41 @@ def lose_the_head_and_retry(tmp_path, path, uri, s3):
         )
         worker = lost_state(s3)
         # The head pod dies: its driver and every process of the head node, by PID.
+        pods = [cluster.head_node, *cluster.worker_nodes]
+        processes = set().union(*(node_processes(node) for node in pods))
         driver.kill()
         first, _ = driver.communicate(timeout=60)
         cluster.remove_node(cluster.head_node, allow_graceful=False)
         # Its worker pods go too (KubeRay gives the new head new ones).
         for node in list(cluster.worker_nodes):
             cluster.remove_node(node, allow_graceful=False)
+        kill_leftovers(processes)  # a pod's end takes every process in it
+        wait_for(lambda: not any(alive(p) for p in processes), "the lost pods' processes gone")
         wait_for(lambda: not alive(worker), "the gated trial's worker gone")
         (tmp_path / "gate").touch()
 
         cluster = start_cluster()
-        env = {**os.environ, "RAY_ADDRESS": cluster.address}
-        resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        # A retry that hangs is aborted: faulthandler prints every thread's stack first.
+        env = {**os.environ, "RAY_ADDRESS": cluster.address, "PYTHONFAULTHANDLER": "1"}
+        out, err = tmp_path / "retry.out", tmp_path / "retry.err"
+        with out.open("w") as stdout, err.open("w") as stderr:
+            retry = subprocess.Popen(command, env=env, stdout=stdout, stderr=stderr, text=True)
+            try:
+                retry.wait(timeout=RETRY_S)
+            except subprocess.TimeoutExpired:
+                retry.send_signal(signal.SIGABRT)
+                try:
+                    retry.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    retry.kill()
+                    retry.wait(timeout=30)
+                raise AssertionError(
+                    f"the retry did not end in {RETRY_S} s:\n{out.read_text()[-3000:]}\n"
+                    f"{err.read_text()[-6000:]}\n{worker_logs(cluster)}"
+                ) from None
+        resumed = subprocess.CompletedProcess(
+            command, retry.returncode, out.read_text(), err.read_text()
+        )
         return first, resumed
     finally:
         (tmp_path / "gate").touch()
