@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.sweep.drivers import cli, gated_sweep, wait_for
+from tests.sweep.drivers import cli, gated_sweep, kill_leftovers, node_processes, wait_for
 from tests.sweep.exactly_once import assert_exactly_once
 
 pytestmark = pytest.mark.slow  # a sweep driver, and a node killed under it
@@ -75,7 +75,9 @@ def test_a_node_lost_mid_trial_and_the_trial_finishes_on_the_other(ray_cluster, 
         gated, lines = gated_results(tmp_path)
         lost, worker = json.loads(lines[1])["node_id"], json.loads(lines[1])["pid"]
         (node,) = [n for n in nodes if n.node_id == lost]
+        processes = node_processes(node)
         cluster.remove_node(node, allow_graceful=False)
+        kill_leftovers(processes)  # a lost node takes every process on it
         # The trial's worker outlives its raylet for a moment: open the gate only once it
         # is gone, or it could finish the trial on a node that no longer exists.
         wait_for(lambda: not alive(worker), "the lost node's worker gone")
