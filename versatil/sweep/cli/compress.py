@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import TextIO
 
 from versatil.errors import ConfigError
-from versatil.sweep.cli.logs import EMBEDDED_STORE_LOGGERS, quiet_loggers
+from versatil.sweep.cli.store import reading_store
 from versatil.sweep.config.post_training import Selection
-from versatil.sweep.storage import embedded_store_directory
 
 __all__ = [
     "DESCRIPTION",
@@ -108,17 +107,10 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
             sweep or trial, or a chosen trial without a checkpoint.
     """
     from versatil.sweep.config.limits import check_name
-    from versatil.sweep.tracking import check_server, default_tracking_uri, tracking_store
 
     check_name("compress: experiment", args.experiment)
     selection = parse_selection(args)
-    named = tracking_store(("--tracking-uri", args.tracking_uri))
-    uri, source = named or (
-        default_tracking_uri(embedded_store_directory("--storage-path", args.storage_path)),
-        "--storage-path",
-    )
-    check_server(uri, source=source)
-    with quiet_loggers(EMBEDDED_STORE_LOGGERS if named is None else ()):
+    with reading_store(args.tracking_uri, args.storage_path) as uri:
         return _compress(args, uri, selection, out)
 
 

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from versatil.errors import ConfigError
-from versatil.sweep.cli.logs import EMBEDDED_STORE_LOGGERS, quiet_loggers
+from versatil.sweep.cli.store import reading_store
 from versatil.sweep.report.render import FORMATS
-from versatil.sweep.storage import embedded_store_directory
 
 if TYPE_CHECKING:
     from versatil.sweep.report.load import SweepReport
@@ -86,16 +85,9 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
         ConfigError: for a bad name, an unusable tracking URI or an unknown sweep.
     """
     from versatil.sweep.config.limits import check_name
-    from versatil.sweep.tracking import check_server, default_tracking_uri, tracking_store
 
     check_name("report: experiment", args.experiment)
-    named = tracking_store(("--tracking-uri", args.tracking_uri))
-    uri, source = named or (
-        default_tracking_uri(embedded_store_directory("--storage-path", args.storage_path)),
-        "--storage-path",
-    )
-    check_server(uri, source=source)
-    with quiet_loggers(EMBEDDED_STORE_LOGGERS if named is None else ()):
+    with reading_store(args.tracking_uri, args.storage_path) as uri:
         return _report(args, uri, out)
 
 
