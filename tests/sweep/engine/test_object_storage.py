@@ -29,6 +29,22 @@ PREFIX = "sweeps"
 PRECISIONS = ["32", "64"]
 
 
+@pytest.fixture
+def stores(tmp_path):
+    """moto's S3 server holding the bucket, and a real ``mlflow server``; both stopped by PID."""
+    s3 = start_s3_server(tmp_path / "moto.log")
+    server = None
+    try:
+        s3.client().create_bucket(Bucket=BUCKET)
+        (tmp_path / "mlflow").mkdir()
+        server, uri = start_mlflow_server(tmp_path / "mlflow")
+        yield s3, uri
+    finally:
+        if server is not None:
+            stop_mlflow_server(server)
+        stop_s3_server(s3)
+
+
 def sweep_file(tmp_path):
     data = {
         "name": "ons3",
@@ -44,92 +60,81 @@ def sweep_file(tmp_path):
     return path
 
 
-def test_a_sweep_on_s3_runs_resumes_syncs_reports_and_compresses(tmp_path):
-    s3 = start_s3_server(tmp_path / "moto.log")
-    server = None
-    try:
-        s3.client().create_bucket(Bucket=BUCKET)
-        (tmp_path / "mlflow").mkdir()
-        server, uri = start_mlflow_server(tmp_path / "mlflow")
-        env = {**os.environ, **s3.environment(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-        env.pop("RAY_ADDRESS", None)
-        work = tmp_path / "work"
-        work.mkdir()
+def test_a_sweep_on_s3_runs_resumes_syncs_reports_and_compresses(stores, tmp_path):
+    s3, uri = stores
+    env = {**os.environ, **s3.environment(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("RAY_ADDRESS", None)
+    work = tmp_path / "work"
+    work.mkdir()
 
-        def run(*args):
-            done = subprocess.run(
-                cli(*args), env=env, cwd=work, capture_output=True, text=True, timeout=400
-            )
-            assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
-            return done.stdout
-
-        storage = f"s3://{BUCKET}/{PREFIX}"
-        common = ["--storage-path", storage, "--tracking-uri", uri]
-        out = run("--config", str(sweep_file(tmp_path)), *common)
-        assert "2 trials in" in out and "2 completed" in out, out
-        keys = s3.keys(BUCKET, f"{PREFIX}/")
-        (name,) = {k.split("/")[1] for k in keys if k.split("/")[1].startswith("ons3-")}
-        assert f"results: {storage}/{name}" in out, out
-        assert f"best checkpoint: {storage}/{name}/" in out, out
-        held = {k.removeprefix(f"{PREFIX}/{name}/") for k in keys if f"/{name}/" in k}
-        for expected in ("sweep.yaml", "mlflow_parent_run.json", "sweep_ended.json", "tuner.pkl"):
-            assert expected in held, sorted(held)
-        assert any(k.startswith("report/") and k.endswith(".png") for k in held), sorted(held)
-        trials = {k.split("/")[0] for k in held if k.endswith("/result.json")}
-        assert len(trials) == 2, sorted(held)
-        for trial in trials:
-            assert any(
-                k.startswith(f"{trial}/checkpoint_") and k.endswith("/last.ckpt") for k in held
-            )
-        # Nothing of the sweep on the local disk: no runs/, no "s3:" directory.
-        assert sorted(p.name for p in work.iterdir()) == [], sorted(work.iterdir())
-
-        client = MlflowClient(uri)
-        (experiment,) = [e for e in client.search_experiments() if e.name == "ons3"]
-        (parent,) = client.search_runs(
-            [experiment.experiment_id], filter_string=f"tags.`{tags.EXPERIMENT_DIR}` LIKE 's3://%'"
+    def run(*args):
+        done = subprocess.run(
+            cli(*args), env=env, cwd=work, capture_output=True, text=True, timeout=400
         )
-        assert parent.data.tags[tags.EXPERIMENT_DIR] == f"{storage}/{name}"
-        logged = client.download_artifacts(parent.info.run_id, "sweep.yaml", str(tmp_path))
-        assert yaml.safe_load(Path(logged).read_text())["storage_path"] == storage
-        assert parent.info.status == "FINISHED"
+        assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+        return done.stdout
 
-        # --resume restores the finished sweep from the bucket: it trains nothing again.
-        epochs = {t: s3_lines(s3, f"{PREFIX}/{name}/{t}/result.json") for t in trials}
-        out = run("--config", str(sweep_file(tmp_path)), *common, "--resume")
-        assert "2 trials in" in out and "2 completed" in out, out
-        assert {t: s3_lines(s3, f"{PREFIX}/{name}/{t}/result.json") for t in trials} == epochs
+    storage = f"s3://{BUCKET}/{PREFIX}"
+    common = ["--storage-path", storage, "--tracking-uri", uri]
+    out = run("--config", str(sweep_file(tmp_path)), *common)
+    assert "2 trials in" in out and "2 completed" in out, out
+    keys = s3.keys(BUCKET, f"{PREFIX}/")
+    (name,) = {k.split("/")[1] for k in keys if k.split("/")[1].startswith("ons3-")}
+    assert f"results: {storage}/{name}" in out, out
+    assert f"best checkpoint: {storage}/{name}/" in out, out
+    held = {k.removeprefix(f"{PREFIX}/{name}/") for k in keys if f"/{name}/" in k}
+    for expected in ("sweep.yaml", "mlflow_parent_run.json", "sweep_ended.json", "tuner.pkl"):
+        assert expected in held, sorted(held)
+    assert any(k.startswith("report/") and k.endswith(".png") for k in held), sorted(held)
+    trials = {k.split("/")[0] for k in held if k.endswith("/result.json")}
+    assert len(trials) == 2, sorted(held)
+    for trial in trials:
+        assert any(k.startswith(f"{trial}/checkpoint_") and k.endswith("/last.ckpt") for k in held)
+    # Nothing of the sweep on the local disk: no runs/, no "s3:" directory.
+    assert sorted(p.name for p in work.iterdir()) == [], sorted(work.iterdir())
 
-        # sync reads Tune's records from the bucket: a lost child run comes back, whole.
-        children = client.search_runs(
-            [experiment.experiment_id],
-            filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
-        )
-        assert len(children) == 2
-        client.delete_run(children[0].info.run_id)
-        out = run("sync", "ons3", *common)
-        assert f"{name}: 2 epochs backfilled in 1 runs (1 created)" in out, out
+    client = MlflowClient(uri)
+    (experiment,) = [e for e in client.search_experiments() if e.name == "ons3"]
+    (parent,) = client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`{tags.EXPERIMENT_DIR}` LIKE 's3://%'"
+    )
+    assert parent.data.tags[tags.EXPERIMENT_DIR] == f"{storage}/{name}"
+    logged = client.download_artifacts(parent.info.run_id, "sweep.yaml", str(tmp_path))
+    assert yaml.safe_load(Path(logged).read_text())["storage_path"] == storage
+    assert parent.info.status == "FINISHED"
 
-        # confirm re-times both settings from their checkpoints in the bucket.
-        out = run("confirm", "ons3", *common)
-        assert "confirm: re-timing 2 settings (32 + eager, 64 + eager) in 2 paired" in out, out
+    # --resume restores the finished sweep from the bucket: it trains nothing again.
+    epochs = {t: s3_lines(s3, f"{PREFIX}/{name}/{t}/result.json") for t in trials}
+    out = run("--config", str(sweep_file(tmp_path)), *common, "--resume")
+    assert "2 trials in" in out and "2 completed" in out, out
+    assert {t: s3_lines(s3, f"{PREFIX}/{name}/{t}/result.json") for t in trials} == epochs
 
-        out = run("report", "ons3", *common)
-        assert "precision" in out and "val_loss" in out, out
+    # sync reads Tune's records from the bucket: a lost child run comes back, whole.
+    children = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+    )
+    assert len(children) == 2
+    client.delete_run(children[0].info.run_id)
+    out = run("sync", "ons3", *common)
+    assert f"{name}: 2 epochs backfilled in 1 runs (1 created)" in out, out
 
-        # compress: no checkpoint in MLflow, so the best trial's comes from the bucket.
-        out = run("compress", "ons3", *common, "--output", str(tmp_path / "int8"))
-        assert "inference x" in out, out
-        int8 = client.search_runs(
-            [experiment.experiment_id], filter_string=f"tags.`{tags.INT8_SWEEP_RUN}` LIKE '%'"
-        )
-        assert int8, "no INT8 run"
-        sources = {run.data.tags.get(tags.INT8_SOURCE) for run in int8}
-        assert all(s and s.startswith(f"{storage}/{name}/") for s in sources), sources
-    finally:
-        if server is not None:
-            stop_mlflow_server(server)
-        stop_s3_server(s3)
+    # confirm re-times both settings from their checkpoints in the bucket.
+    out = run("confirm", "ons3", *common)
+    assert "confirm: re-timing 2 settings (32 + eager, 64 + eager) in 2 paired" in out, out
+
+    out = run("report", "ons3", *common)
+    assert "precision" in out and "val_loss" in out, out
+
+    # compress: no checkpoint in MLflow, so the best trial's comes from the bucket.
+    out = run("compress", "ons3", *common, "--output", str(tmp_path / "int8"))
+    assert "inference x" in out, out
+    int8 = client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`{tags.INT8_SWEEP_RUN}` LIKE '%'"
+    )
+    assert int8, "no INT8 run"
+    sources = {run.data.tags.get(tags.INT8_SOURCE) for run in int8}
+    assert all(s and s.startswith(f"{storage}/{name}/") for s in sources), sources
 
 
 def s3_lines(s3, key):
@@ -137,7 +142,7 @@ def s3_lines(s3, key):
     return [json.loads(line)["epoch"] for line in body.splitlines() if line.strip()]
 
 
-def test_pbt_on_s3_exploits_a_user_modules_checkpoints_from_the_bucket(tmp_path):
+def test_pbt_on_s3_exploits_a_user_modules_checkpoints_from_the_bucket(stores, tmp_path):
     # A user's module (dict batches, its own params) under PBT: an exploited trial's worker
     # fetches the better trial's checkpoint from the bucket, and every row is its own trial.
     data = {
@@ -160,74 +165,65 @@ def test_pbt_on_s3_exploits_a_user_modules_checkpoints_from_the_bucket(tmp_path)
     }
     config = tmp_path / "pbts3.yaml"
     config.write_text(yaml.safe_dump(data))
-    s3 = start_s3_server(tmp_path / "moto.log")
-    server = None
-    try:
-        s3.client().create_bucket(Bucket=BUCKET)
-        (tmp_path / "mlflow").mkdir()
-        server, uri = start_mlflow_server(tmp_path / "mlflow")
-        env = {
-            **os.environ,
-            **s3.environment(),
-            "XDG_CACHE_HOME": str(tmp_path / "cache"),
-            "PYTHONPATH": str(Path(__file__).resolve().parents[3]),  # the user's module
-            "MLFLOW_TRACKING_URI": uri,  # MLflow's own variable, no --tracking-uri
-        }
-        env.pop("RAY_ADDRESS", None)
-        storage = f"s3://{BUCKET}/{PREFIX}"
-        # Whether PBT exploits at a given point depends on timing: a second sweep if not.
-        for _attempt in range(2):
-            done = subprocess.run(
-                cli("--config", str(config), "--storage-path", storage),
-                env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400,
-            )  # fmt: skip
-            assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
-            assert "2 trials in" in done.stdout and "2 completed" in done.stdout, done.stdout
-            assert "Remote file not found" not in done.stderr, done.stderr[-3000:]
-            name = done.stdout.split(f"results: {storage}/")[1].split()[0]
-            last = {}
-            for key in s3.keys(BUCKET, f"{PREFIX}/{name}/"):
-                if key.endswith("/result.json"):
-                    body = s3.client().get_object(Bucket=BUCKET, Key=key)["Body"].read()
-                    lines = [json.loads(line) for line in body.decode().splitlines()]
-                    assert [r["epoch"] for r in lines] == [0, 1, 2, 3]
-                    for result in lines:  # trained with the lr it reported under
-                        assert result["optimizer/lr"] == pytest.approx(result["config"]["lr"])
-                    last[key.split("/")[-2]] = lines[-1]
-            assert len(last) == 2
-            if any(r["config"]["lr"] not in (1e-5, 1e-2) for r in last.values()):
-                break
-        else:
-            raise AssertionError("no trial was exploited in two PBT sweeps")
-
-        client = MlflowClient(uri)
-        (experiment,) = [e for e in client.search_experiments() if e.name == "pbts3"]
-        parent = client.search_runs(
-            [experiment.experiment_id],
-            filter_string=f"tags.`{tags.EXPERIMENT_DIR}` = '{storage}/{name}'",
-        )[0]
-        children = client.search_runs(
-            [experiment.experiment_id],
-            filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
-        )
-        assert sorted(c.data.tags[tags.TRIAL_ID] for c in children) == sorted(last)
-        for child in children:
-            mine = last[child.data.tags[tags.TRIAL_ID]]
-            assert child.data.metrics["val_loss"] == pytest.approx(mine["val_loss"])
-            history = client.get_metric_history(child.info.run_id, "val_loss")
-            assert sorted(m.step for m in history) == [0, 1, 2, 3]
-        assert f"best checkpoint: {storage}/{name}/" in done.stdout, done.stdout
-        assert f"at {uri}" in done.stdout, done.stdout
-
-        # report reads the same variable; each row shows the lr its trial last trained with.
-        report = subprocess.run(
-            cli("report", "pbts3", "--format", "json"),
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    s3, uri = stores
+    env = {
+        **os.environ,
+        **s3.environment(),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[3]),  # the user's module
+        "MLFLOW_TRACKING_URI": uri,  # MLflow's own variable, no --tracking-uri
+    }
+    env.pop("RAY_ADDRESS", None)
+    storage = f"s3://{BUCKET}/{PREFIX}"
+    # Whether PBT exploits at a given point depends on timing: a second sweep if not.
+    for _attempt in range(2):
+        done = subprocess.run(
+            cli("--config", str(config), "--storage-path", storage),
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400,
         )  # fmt: skip
-        assert report.returncode == 0, report.stderr[-3000:]
-        shown = {t["trial_id"]: t["lr"] for t in json.loads(report.stdout)["trials"]}
-        assert shown == pytest.approx({t: r["config"]["lr"] for t, r in last.items()})
-    finally:
-        if server is not None:
-            stop_mlflow_server(server)
-        stop_s3_server(s3)
+        assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+        assert "2 trials in" in done.stdout and "2 completed" in done.stdout, done.stdout
+        assert "Remote file not found" not in done.stderr, done.stderr[-3000:]
+        name = done.stdout.split(f"results: {storage}/")[1].split()[0]
+        last = {}
+        for key in s3.keys(BUCKET, f"{PREFIX}/{name}/"):
+            if key.endswith("/result.json"):
+                body = s3.client().get_object(Bucket=BUCKET, Key=key)["Body"].read()
+                lines = [json.loads(line) for line in body.decode().splitlines()]
+                assert [r["epoch"] for r in lines] == [0, 1, 2, 3]
+                for result in lines:  # trained with the lr it reported under
+                    assert result["optimizer/lr"] == pytest.approx(result["config"]["lr"])
+                last[key.split("/")[-2]] = lines[-1]
+        assert len(last) == 2
+        if any(r["config"]["lr"] not in (1e-5, 1e-2) for r in last.values()):
+            break
+    else:
+        raise AssertionError("no trial was exploited in two PBT sweeps")
+
+    client = MlflowClient(uri)
+    (experiment,) = [e for e in client.search_experiments() if e.name == "pbts3"]
+    parent = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.`{tags.EXPERIMENT_DIR}` = '{storage}/{name}'",
+    )[0]
+    children = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+    )
+    assert sorted(c.data.tags[tags.TRIAL_ID] for c in children) == sorted(last)
+    for child in children:
+        mine = last[child.data.tags[tags.TRIAL_ID]]
+        assert child.data.metrics["val_loss"] == pytest.approx(mine["val_loss"])
+        history = client.get_metric_history(child.info.run_id, "val_loss")
+        assert sorted(m.step for m in history) == [0, 1, 2, 3]
+    assert f"best checkpoint: {storage}/{name}/" in done.stdout, done.stdout
+    assert f"at {uri}" in done.stdout, done.stdout
+
+    # report reads the same variable; each row shows the lr its trial last trained with.
+    report = subprocess.run(
+        cli("report", "pbts3", "--format", "json"),
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr[-3000:]
+    shown = {t["trial_id"]: t["lr"] for t in json.loads(report.stdout)["trials"]}
+    assert shown == pytest.approx({t: r["config"]["lr"] for t, r in last.items()})
