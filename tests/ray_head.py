@@ -52,13 +52,18 @@ class RayHead:
             return json.load(answer)
 
 
-def start_ray_head(num_cpus: int, env: dict[str, str], timeout_s: float = 180) -> RayHead:
+def start_ray_head(
+    num_cpus: int, env: dict[str, str], timeout_s: float = 180, host: str = "127.0.0.1"
+) -> RayHead:
     """Starts a head and waits until its job server answers.
 
     Args:
         num_cpus: CPUs the head offers to tasks.
         env: The environment of the head, and so of the jobs it runs.
         timeout_s: How long the job server may take to answer.
+        host: The loopback address it listens on. Ray takes ``127.0.0.1`` for the
+            machine's interface address unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``,
+            which refuses worker nodes: a head with worker nodes uses another (127.0.0.2).
 
     Raises:
         RuntimeError: With the head's output, when it exits or does not answer in time.
@@ -79,7 +84,7 @@ def start_ray_head(num_cpus: int, env: dict[str, str], timeout_s: float = 180) -
     }
     command = [
         *RAY, "start", "--head", "--block",
-        "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
+        f"--node-ip-address={host}", f"--dashboard-host={host}",
         "--include-dashboard=true", f"--num-cpus={num_cpus}", "--num-gpus=0",
         f"--temp-dir={temp_dir}", "--disable-usage-stats",
         *(f"{flag}={port}" for flag, port in ports.items()),
@@ -91,9 +96,9 @@ def start_ray_head(num_cpus: int, env: dict[str, str], timeout_s: float = 180) -
     head = RayHead(
         process,
         temp_dir,
-        f"http://127.0.0.1:{ports['--dashboard-port']}",
+        f"http://{host}:{ports['--dashboard-port']}",
         log,
-        address=f"127.0.0.1:{ports['--port']}",
+        address=f"{host}:{ports['--port']}",
         token=env.get("RAY_AUTH_TOKEN") if env.get("RAY_AUTH_MODE") == "token" else None,
     )
     deadline = time.monotonic() + timeout_s
@@ -139,3 +144,60 @@ def stop_ray_head(head: RayHead, timeout_s: float = 30) -> None:
         head.process.kill()
     head.process.wait(timeout=timeout_s)
     shutil.rmtree(head.temp_dir, ignore_errors=True)
+
+
+@dataclass
+class RayNode:
+    """A worker node started by ``ray start --address``: its process and log."""
+
+    process: subprocess.Popen
+    log: Path
+
+
+def start_hidden_node(
+    head: RayHead, num_cpus: int, env: dict[str, str], hidden: list[Path], host: str = "127.0.0.3"
+) -> RayNode:
+    """Starts a worker node in a mount namespace of its own, ``hidden`` covered by empty tmpfs.
+
+    Its processes (raylet, workers) see the machine's files but those under ``hidden``, as a
+    node on another machine sees none of the driver's: ``unshare --mount`` (needs root) with
+    private propagation, so the mounts stay inside. It joins ``head`` on loopback, with free
+    ports of its own; it is stopped like a head, by its session (:func:`stop_ray_node`).
+    """
+    log = head.temp_dir / f"node-{free_port()}.log"
+    ports = {
+        "--node-manager-port": free_port(),
+        "--object-manager-port": free_port(),
+        "--runtime-env-agent-port": free_port(),
+        "--dashboard-agent-listen-port": free_port(),
+        "--dashboard-agent-grpc-port": free_port(),
+        "--metrics-export-port": free_port(),
+    }
+    start = [
+        *RAY, "start", f"--address={head.address}", "--block",
+        f"--node-ip-address={host}", f"--num-cpus={num_cpus}", "--num-gpus=0",
+        "--disable-usage-stats", *(f"{flag}={port}" for flag, port in ports.items()),
+    ]  # fmt: skip
+    mounts = " && ".join(f'mount -t tmpfs tmpfs "{path}"' for path in hidden)
+    command = [
+        "unshare", "--mount", "--propagation", "private", "--",
+        "sh", "-c", f'{mounts} && exec "$@"', "node", *start,
+    ]  # fmt: skip
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return RayNode(process, log)
+
+
+def stop_ray_node(node: RayNode, timeout_s: float = 30) -> None:
+    """Stops every process of the node's session: SIGTERM, then SIGKILL."""
+    sid = node.process.pid
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _session(sid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + timeout_s
+        while _session(sid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    node.process.wait(timeout=timeout_s)

@@ -16,6 +16,7 @@ from versatil.errors import ConfigError, did_you_mean
 from versatil.sweep.config.axes import ENUM_AXES, is_grid, parse_axis
 from versatil.sweep.config.limits import check_name
 from versatil.sweep.config.post_training import PostTrainingSection
+from versatil.sweep.config.runtime_env import RuntimeEnvSection
 from versatil.sweep.config.sections import (
     ConfirmSection,
     MlflowSection,
@@ -68,6 +69,11 @@ class SweepConfig(pydantic.BaseModel):
     trainer: TrainerSection = pydantic.Field(default_factory=TrainerSection)
     storage_path: str = pydantic.Field("runs/sweeps", description="Where Tune keeps results.")
     mlflow: MlflowSection = pydantic.Field(default_factory=MlflowSection)
+    runtime_env: RuntimeEnvSection = pydantic.Field(
+        default_factory=RuntimeEnvSection,
+        description="Ray's runtime_env for the trials: code of your own to ship (working_dir, "
+        "py_modules), what to leave out (excludes), pip packages and env_vars.",
+    )
     confirm: ConfirmSection = pydantic.Field(
         default_factory=ConfirmSection,
         description="After the sweep: re-time the settings in contention, paired and "

@@ -13,10 +13,11 @@ import os
 import socket
 import sys
 from collections.abc import Iterator
+from typing import Any
 
-from versatil.errors import ConfigError, ServiceError
+from versatil.errors import ConfigError, ServiceError, first_line
 
-__all__ = ["check_access", "connect_ray"]
+__all__ = ["check_access", "connect_ray", "joins_cluster"]
 
 _AUTH_LOG = "ray._private.authentication.authentication_token_setup"
 
@@ -85,11 +86,22 @@ def _native_stderr_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def connect_ray(address: str | None) -> None:
+def joins_cluster(address: str | None) -> bool:
+    """Whether a sweep with ``address`` joins a running cluster (else starts a local Ray)."""
+    return bool(address or os.environ.get("RAY_ADDRESS"))
+
+
+def connect_ray(address: str | None, runtime_env: dict[str, Any] | None = None) -> None:
     """Connects to the cluster at ``address``, or starts a local Ray; no-op if connected.
 
     A local Ray started here keeps Ray's default token authentication, without Ray's
     console warning that it is on: the cluster is this process's own.
+
+    Args:
+        address: The cluster's address; ``None`` reads ``RAY_ADDRESS``, else starts Ray.
+        runtime_env: Ray's ``runtime_env`` of every task and actor the sweep starts
+            (see :mod:`versatil.sweep.engine.shipping`); inside a Ray job, Ray merges it
+            with the job's.
 
     Raises:
         ConfigError: When the cluster cannot be reached, or refuses this process's token.
@@ -107,12 +119,12 @@ def connect_ray(address: str | None) -> None:
     try:
         if joining:
             check_access(joining)
-        _init(address)
+        _init(address, runtime_env)
     finally:
         auth_log.setLevel(previous)
 
 
-def _init(address: str | None) -> None:
+def _init(address: str | None, runtime_env: dict[str, Any] | None) -> None:
     """``ray.init``, with a second try for a local Ray that starts too slowly."""
     import ray
 
@@ -122,16 +134,27 @@ def _init(address: str | None) -> None:
             include_dashboard=False,
             logging_level=logging.WARNING,
             configure_logging=True,
+            runtime_env=runtime_env,
         )
     except ConnectionError as error:
         raise _unreachable(address, str(error)) from None
+    except ValueError as error:  # Ray's: a runtime_env it cannot use, or merge with a job's
+        if runtime_env is None:
+            raise
+        ray.shutdown()
+        raise ConfigError(f"runtime_env: Ray refused it: {first_line(error)}") from None
     except Exception as error:  # Ray raises a bare Exception when its node starts slowly
         if address is not None:
             raise
         # A local Ray waits 30 s for its raylet; a loaded machine can miss that once.
         ray.shutdown()
         try:
-            ray.init(include_dashboard=False, logging_level=logging.WARNING, configure_logging=True)
+            ray.init(
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                configure_logging=True,
+                runtime_env=runtime_env,
+            )
         except Exception as again:
             ray.shutdown()
             raise ServiceError(

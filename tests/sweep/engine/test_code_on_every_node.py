@@ -1,0 +1,205 @@
+"""A user's task reaches a node that cannot see the driver's files.
+
+A cluster of two nodes on this machine: a head with no CPUs and one worker node in a mount
+namespace of its own, where the directory the sweep starts from (the user's project, with
+its task module) is covered by an empty tmpfs, as on a node of another machine. Every trial
+must run there, so the task's code must travel with the sweep (Ray's ``runtime_env``).
+
+Twice: with the storage path on a directory both nodes see (a network disk), and on
+moto's S3 server with the worker node seeing none of the test's files at all.
+"""
+
+import json
+import os
+import secrets
+import subprocess
+import textwrap
+import time
+
+import pytest
+import yaml
+
+from tests.ray_head import start_hidden_node, start_ray_head, stop_ray_head, stop_ray_node
+from tests.s3_server import start_s3_server, stop_s3_server
+from tests.sweep.drivers import cli
+
+pytestmark = pytest.mark.slow  # two Ray nodes, a sweep driver and (once) an S3 server
+
+BUCKET = "hidden-node"
+
+# The user's project: a task whose batches are dicts, a helper module beside it, and a
+# data file too large to ship. The module logs whether it can see the driver's copy of
+# itself: on the hidden node it cannot.
+TASK = """
+    import os
+
+    import lightning as L
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader
+
+    from my_helpers import PairsDataset
+
+    DRIVER_COPY = __DRIVER_COPY__
+
+
+    class DictRegressor(L.LightningModule):
+        def __init__(self, hidden=16, lr=0.01):
+            super().__init__()
+            self.save_hyperparameters()
+            self.net = nn.Sequential(nn.Linear(8, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+        def training_step(self, batch, batch_idx):
+            return nn.functional.mse_loss(self.net(batch["features"]).float(), batch["target"])
+
+        def validation_step(self, batch, batch_idx):
+            loss = nn.functional.mse_loss(self.net(batch["features"]).float(), batch["target"])
+            self.log("val_loss", loss)
+            self.log("sees_driver_files", float(os.path.exists(DRIVER_COPY)))
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+
+
+    class Data(L.LightningDataModule):
+        def train_dataloader(self):
+            return DataLoader(PairsDataset(256, seed=0), batch_size=32, shuffle=True)
+
+        def val_dataloader(self):
+            return DataLoader(PairsDataset(64, seed=1), batch_size=32)
+
+
+    def build(params):
+        return DictRegressor(lr=params.get("lr", 0.01)), Data()
+"""
+
+HELPERS = """
+    import torch
+    from torch.utils.data import Dataset
+
+
+    class PairsDataset(Dataset):
+        def __init__(self, n, seed):
+            generator = torch.Generator().manual_seed(seed)
+            self.features = torch.randn(n, 8, generator=generator)
+            self.target = self.features[:, :4].sum(1, keepdim=True)
+
+        def __len__(self):
+            return len(self.features)
+
+        def __getitem__(self, index):
+            return {"features": self.features[index], "target": self.target[index]}
+"""
+
+
+def write_project(project, storage_path):
+    """The user's directory: task, helper, a large data file, and the sweep file."""
+    project.mkdir()
+    task = textwrap.dedent(TASK).replace("__DRIVER_COPY__", repr(str(project / "my_task.py")))
+    (project / "my_task.py").write_text(task)
+    (project / "my_helpers.py").write_text(textwrap.dedent(HELPERS))
+    with (project / "big.bin").open("wb") as big:
+        big.truncate(11 * 1024 * 1024)  # over the 10 MiB a file may ship; sparse on disk
+    sweep = {
+        "name": "hidden",
+        "task": {"name": "my_task:build"},
+        "space": {"lr": {"grid": [0.01, 0.02]}},
+        "trainer": {"max_epochs": 2, "accelerator": "cpu"},
+        "max_concurrent_trials": 2,
+        "confirm": {"enabled": "off"},
+        "storage_path": storage_path,
+    }
+    (project / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+
+
+def cluster_environment():
+    """The nodes' and driver's environment: loopback only, Ray's token, no project path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "PYTHONPATH"))}
+    env.update(
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN=secrets.token_hex(32),
+        RAY_USAGE_STATS_ENABLED="0",
+        MLFLOW_DISABLE_TELEMETRY="true",
+    )
+    return env
+
+
+def wait_for_nodes(head, count, node, bound_s=180):
+    """Waits until ``count`` nodes are alive in the cluster; fails with the node's log."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        with_state = head.get("/nodes?view=summary")
+        alive = [n for n in with_state["data"]["summary"] if n["raylet"]["state"] == "ALIVE"]
+        if len(alive) >= count:
+            return alive
+        if node.process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"the hidden node did not join:\n{node.log.read_text()[-3000:]}")
+        time.sleep(1)
+
+
+def trial_results(storage_dir):
+    """Every result line of every trial of the sweep, from Tune's ``result.json`` files."""
+    paths = sorted(storage_dir.glob("hidden-*/*/result.json"))
+    return {p.parent.name: [json.loads(line) for line in p.read_text().splitlines()] for p in paths}
+
+
+def run_hidden_sweep(project, env, hidden, extra_args=()):
+    """Starts the cluster, runs the sweep from ``project`` against it; returns the run."""
+    head = start_ray_head(num_cpus=0, env=env, host="127.0.0.2")
+    node = None
+    try:
+        node = start_hidden_node(head, num_cpus=2, env=env, hidden=hidden)
+        wait_for_nodes(head, 2, node)
+        return subprocess.run(
+            cli("--config", "sweep.yaml", "--address", head.address, *extra_args),
+            cwd=project, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    finally:
+        if node is not None:
+            stop_ray_node(node)
+        stop_ray_head(head)
+
+
+def assert_every_trial_on_the_hidden_node(done, results):
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "2 trials in" in done.stdout and "2 completed" in done.stdout, done.stdout[-3000:]
+    shipped = next(line for line in done.stdout.splitlines() if line.startswith("code: "))
+    assert "as working_dir" in shipped and "big.bin (11.0 MiB)" in shipped, shipped
+    assert len(results) == 2
+    for lines in results.values():
+        epochs = [r for r in lines if "val_loss" in r]
+        assert [r["epoch"] for r in epochs] == [0, 1]
+        # Trained where the driver's files are out of sight: on the hidden node.
+        assert {r["sees_driver_files"] for r in epochs} == {0.0}
+
+
+def test_a_user_task_runs_on_a_node_that_cannot_see_the_driver_directory(tmp_path):
+    project = tmp_path / "project"
+    shared = tmp_path / "shared"
+    write_project(project, str(shared / "runs"))
+    env = cluster_environment()
+    done = run_hidden_sweep(project, env, hidden=[project])
+    assert_every_trial_on_the_hidden_node(done, trial_results(shared / "runs"))
+
+
+def test_a_user_task_on_a_hidden_node_with_storage_on_s3(tmp_path):
+    s3 = start_s3_server(tmp_path / "moto.log")
+    try:
+        s3.client().create_bucket(Bucket=BUCKET)
+        project = tmp_path / "project"
+        write_project(project, f"s3://{BUCKET}/sweeps")
+        env = {**cluster_environment(), **s3.environment()}
+        env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+        uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+        # The worker node sees none of this test's files: no filesystem is shared.
+        done = run_hidden_sweep(project, env, hidden=[tmp_path], extra_args=("--tracking-uri", uri))
+        mirror = tmp_path / "mirror"
+        # The bucket holds Tune's records: read them back as `sync` would.
+        keys = [k for k in s3.keys(BUCKET, "sweeps/") if k.endswith("/result.json")]
+        for key in keys:
+            target = mirror / key.removeprefix("sweeps/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.client().download_file(BUCKET, key, str(target))
+    finally:
+        stop_s3_server(s3)
+    assert_every_trial_on_the_hidden_node(done, trial_results(mirror))
