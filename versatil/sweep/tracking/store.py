@@ -14,10 +14,12 @@ from versatil.errors import ConfigError
 from versatil.sweep.vocab import tags
 
 __all__ = [
+    "ARTIFACT_DIRECTORY",
     "PARENT_FILE",
     "TRACKING_URI_VARIABLE",
     "TrackingContext",
     "TrackingUnavailable",
+    "artifact_location",
     "check_server",
     "child_runs",
     "client",
@@ -150,6 +152,48 @@ def check_server(tracking_uri: str, timeout_s: float = 5.0, source: str = "--tra
         ) from None
 
 
+ARTIFACT_DIRECTORY = "mlartifacts"
+"""Beside a SQLite store's database (or under a local storage path): its artifacts."""
+
+_DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
+"""The stores MLflow opens through SQLAlchemy: with no artifact location of their own."""
+
+
+def _sqlite_file(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///PATH`` URI, absolute; ``None`` for any other."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(tracking_uri)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(url.database).absolute()
+
+
+def artifact_location(tracking_uri: str, storage_dir: Path | None) -> str | None:
+    """Where a new experiment of the store keeps its artifacts; ``None``: the store decides.
+
+    MLflow gives a database store opened without a server no artifact root but its
+    default, ``./mlruns`` in whatever the working directory is. A SQLite store keeps
+    them in :data:`ARTIFACT_DIRECTORY` beside its database file (for the embedded store,
+    ``storage_dir/mlflow.db``, that is under the storage path); another database
+    (PostgreSQL, MySQL), under a local ``storage_dir``, else MLflow's default. A server
+    (http, https, databricks) keeps its own.
+
+    Args:
+        tracking_uri: The store's URI.
+        storage_dir: The sweep's local storage path; ``None`` on object storage.
+
+    Returns:
+        A ``file://`` URI, or ``None`` to leave the choice to MLflow.
+    """
+    scheme = tracking_uri.partition("://")[0].partition("+")[0]
+    if scheme not in _DATABASE_SCHEMES:
+        return None
+    database = _sqlite_file(tracking_uri) if scheme == "sqlite" else None
+    directory = database.parent if database is not None else storage_dir
+    return (directory / ARTIFACT_DIRECTORY).as_uri() if directory is not None else None
+
+
 def client(tracking_uri: str) -> Any:
     """An ``MlflowClient`` of the store (imports MLflow on first use)."""
     from mlflow.tracking import MlflowClient
@@ -172,7 +216,9 @@ def open_sweep_run(
 ) -> TrackingContext:
     """Opens (or, when ``experiment_dir`` records one, reopens) the sweep's parent run.
 
-    A new experiment of a local store keeps its artifacts under ``storage_dir``; the
+    A new experiment keeps its artifacts in ``mlartifacts`` beside the SQLite database
+    (for the embedded store, under ``storage_dir``), never in the working directory; an
+    existing experiment keeps its own, a server its own (:func:`artifact_location`). The
     parent's ``versatil.experiment_dir`` tag is ``experiment_uri`` (object storage) or
     ``experiment_dir``.
 
@@ -182,9 +228,7 @@ def open_sweep_run(
     store = client(tracking_uri)
     found = store.get_experiment_by_name(experiment)
     if found is None:
-        artifacts = None
-        if not _is_http(tracking_uri) and storage_dir is not None:
-            artifacts = (storage_dir / "mlartifacts").as_uri()
+        artifacts = artifact_location(tracking_uri, storage_dir)
         experiment_id = store.create_experiment(experiment, artifact_location=artifacts)
     else:
         experiment_id = found.experiment_id
