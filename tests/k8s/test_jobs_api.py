@@ -9,6 +9,10 @@ for the job to succeed and finds the sweep's runs in MLflow.
 The quickstart is cut from 16 trials of 3 epochs to 4 of 1 epoch (``--set``): the full one
 takes minutes on a shared 2-core machine, and the Jobs API path is the same either way.
 
+A second job submits a sweep of a user's module that exists only in the job's
+``--working-dir`` (as ``ray job submit --working-dir .`` or a RayJob's ``runtimeEnvYAML``
+ships it): the driver and every trial find it there.
+
 The head runs with Ray's token authentication, as the manifests' ``authOptions`` set it up:
 a submission without the token, or with a wrong one, is refused; the CLI's ``--address``
 without the token fails with one clear message.
@@ -34,6 +38,7 @@ from mlflow.tracking import MlflowClient
 from tests.k8s.test_manifests import entrypoint_args, rendered, the
 from tests.mlflow_server import start_mlflow_server, stop_mlflow_server
 from tests.ray_head import RAY, RayHead, start_ray_head, stop_ray_head
+from tests.user_project import write_project
 
 pytestmark = pytest.mark.slow  # a Ray head with its job server, and mlflow server
 
@@ -113,6 +118,44 @@ def ray_job(env: dict[str, str], *args: str, timeout: float = 120) -> str:
     return result.stdout
 
 
+def wait_for_job(env: dict[str, str], head: RayHead, submission_id: str) -> str:
+    """Waits for the job to end; returns its logs, having failed unless it succeeded."""
+    deadline = time.monotonic() + 900
+    status = job_status(head, submission_id)
+    while status["status"] not in TERMINAL and time.monotonic() < deadline:
+        time.sleep(2)
+        status = job_status(head, submission_id)
+    logs = ray_job(env, "logs", "--address", head.dashboard, submission_id)
+    if status["status"] not in TERMINAL:
+        ray_job(env, "stop", "--address", head.dashboard, submission_id)
+    assert status["status"] == "SUCCEEDED", f"{status}\n{logs[-4000:]}"
+    return logs
+
+
+def submit_a_working_dir_module(env, head, tmp_path, uri):
+    """A sweep of a module that exists only in the job's --working-dir: its trials complete.
+
+    The job's own runtime_env ships the directory to the driver and every worker; the sweep
+    adds none of its own (Ray would refuse two working_dirs).
+    """
+    project = tmp_path / "project"
+    write_project(project, str(tmp_path / "sweeps"), name="workdir")
+    submission_id = f"versatil-{uuid.uuid4().hex[:8]}"
+    ray_job(
+        env, "submit", "--address", head.dashboard, "--submission-id", submission_id,
+        "--working-dir", str(project), "--runtime-env-json", '{"excludes": ["big.bin"]}',
+        "--no-wait", "--", "python", "-m", "versatil.sweep", "--config", "sweep.yaml",
+        "--tracking-uri", uri, "--set", "trainer.max_epochs=1",
+    )  # fmt: skip
+    logs = wait_for_job(env, head, submission_id)
+    assert "2 trials in" in logs and "2 completed" in logs, logs[-4000:]
+    assert "code: shipping" not in logs  # the job's working_dir carried the code
+    experiment = MlflowClient(uri).get_experiment_by_name("workdir")
+    runs = MlflowClient(uri).search_runs([experiment.experiment_id], max_results=100)
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert sorted(r.data.tags["versatil.status"] for r in children) == ["completed"] * 2
+
+
 def test_quickstart_submitted_through_the_job_server_logs_its_trials_to_mlflow(tmp_path):
     job = the(rendered("overlays/cpu"), "RayJob")
     args = entrypoint_args(job["spec"]["entrypoint"])
@@ -140,15 +183,7 @@ def test_quickstart_submitted_through_the_job_server_logs_its_trials_to_mlflow(t
             env, "submit", "--address", head.dashboard, "--submission-id", submission_id,
             "--no-wait", "--", "python", "-m", "versatil.sweep", *args, *SMALLER,
         )  # fmt: skip
-        deadline = time.monotonic() + 900
-        status = job_status(head, submission_id)
-        while status["status"] not in TERMINAL and time.monotonic() < deadline:
-            time.sleep(2)
-            status = job_status(head, submission_id)
-        logs = ray_job(env, "logs", "--address", head.dashboard, submission_id)
-        if status["status"] not in TERMINAL:
-            ray_job(env, "stop", "--address", head.dashboard, submission_id)
-        assert status["status"] == "SUCCEEDED", f"{status}\n{logs[-4000:]}"
+        logs = wait_for_job(env, head, submission_id)
         printed = ray_job(env, "status", "--address", head.dashboard, submission_id)
         assert f"Job '{submission_id}' succeeded" in printed, printed
         assert "4 completed" in logs, logs[-4000:]
@@ -166,6 +201,7 @@ def test_quickstart_submitted_through_the_job_server_logs_its_trials_to_mlflow(t
             assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
             assert run.data.tags["versatil.status"] == "completed"
             assert "val_loss" in run.data.metrics
+        submit_a_working_dir_module(env, head, tmp_path, uri)
     finally:
         if head is not None:
             stop_ray_head(head)
