@@ -220,8 +220,11 @@ def run_sweep(
     start = time.perf_counter()
     check_task(config)  # a typo in a param fails here, before Ray starts
     # The task's code for a cluster's nodes: a missing path or an upload over Ray's limit
-    # fails here too, before anything starts.
-    shipment = plan_shipment(config, joins_cluster(address))
+    # fails here too, before anything starts. A process already connected (its caller ran
+    # ray.init) keeps its own runtime_env.
+    import ray
+
+    shipment = plan_shipment(config, joins_cluster(address) and not ray.is_initialized())
     # Checkpointing every epoch forces experiment snapshots; they are cheap on local disk.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     # Tune's default TensorBoard logger imports torch into the driver (3 s) and duplicates
