@@ -94,9 +94,11 @@ def test_nothing_ships_locally_for_built_in_or_installed_tasks_or_inside_a_job(
 def test_the_sweep_files_runtime_env_passes_rays_fields_through(project):
     name = unique("own_task")
     (project / f"{name}.py").write_text(BUILD)
-    (project / "code").mkdir()
+    (project / "code" / "env").mkdir(parents=True)
+    (project / "code" / "env" / "pyvenv.cfg").write_text("home = /usr\n")
     config = sweep(
         f"{name}:build",
+        storage_path="code/runs",
         runtime_env={
             "working_dir": "code",
             "pip": ["tabulate"],
@@ -108,7 +110,7 @@ def test_the_sweep_files_runtime_env_passes_rays_fields_through(project):
         env = plan_shipment(config, joining=joining).runtime_env
         assert env["working_dir"] == "code" and env["pip"] == ["tabulate"]
         assert env["env_vars"] == {"ALPHA": "1", "BETA": "true"}
-        assert "*.csv" in env["excludes"] and ".git" in env["excludes"]
+        assert {"*.csv", ".git", "/env/", "/runs/"} <= set(env["excludes"])
     assert plan_shipment(config, joining=True).describe() is None  # the user's own choice
 
 

@@ -91,7 +91,7 @@ def _confirm(
     """Judges the records, re-times the candidates, logs and prints the new verdict."""
     from versatil.sweep.engine.conclude import conclude
     from versatil.sweep.engine.confirm import confirm_candidates, plan
-    from versatil.sweep.engine.runner import connect_ray
+    from versatil.sweep.engine.shipping import connect_with, plan_for
     from versatil.sweep.engine.tracker import sweep_end
     from versatil.sweep.results.judgement import summary_text
     from versatil.sweep.results.records import read_trials, rows_from_records
@@ -107,8 +107,9 @@ def _confirm(
             f"confirm: {experiment_dir.name} has fewer than two finished settings with a "
             "checkpoint: nothing to compare"
         )
+    shipment = plan_for(config, args.address)  # the task's code, for the re-timing's node
     context = reopen_sweep_run(experiment_dir, args.tracking_uri)
-    connect_ray(args.address)
+    connect_with(shipment, args.address, out)
     document = confirm_candidates(config, candidates, out)
     rows, judgement = conclude(config, rows, records, document)
     store = mlflow_client(context.tracking_uri)

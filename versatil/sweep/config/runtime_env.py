@@ -34,7 +34,8 @@ class RuntimeEnvSection(pydantic.BaseModel):
     excludes: list[str] = pydantic.Field(
         default_factory=list,
         description="Patterns (.gitignore syntax) of files not to ship, added to versatil's "
-        "own: .git, virtual environments, caches, the storage path and files over 10 MiB.",
+        "own: .git, virtual environments, caches, the storage path, and files over 10 MiB "
+        "of the task's directory shipped by default.",
     )
     pip: list[str] | str | None = pydantic.Field(
         None, description="Packages pip installs on each node for the trials (nodes need PyPI)."

@@ -26,10 +26,10 @@ from versatil.sweep.config.checks import check_storage, check_task
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.engine.conclude import conclude
 from versatil.sweep.engine.confirm import confirm_or_explain, plan
-from versatil.sweep.engine.connect import connect_ray, joins_cluster
+from versatil.sweep.engine.connect import connect_ray
 from versatil.sweep.engine.console import ProgressPrinter, tune_console_quiet
 from versatil.sweep.engine.resume import choose_experiment, mark_ended
-from versatil.sweep.engine.shipping import plan_shipment
+from versatil.sweep.engine.shipping import connect_with, plan_for
 from versatil.sweep.engine.space import build_param_space
 from versatil.sweep.engine.tracker import make_tracker, sweep_end
 from versatil.sweep.engine.tune_objects import (
@@ -220,11 +220,8 @@ def run_sweep(
     start = time.perf_counter()
     check_task(config)  # a typo in a param fails here, before Ray starts
     # The task's code for a cluster's nodes: a missing path or an upload over Ray's limit
-    # fails here too, before anything starts. A process already connected (its caller ran
-    # ray.init) keeps its own runtime_env.
-    import ray
-
-    shipment = plan_shipment(config, joins_cluster(address) and not ray.is_initialized())
+    # fails here too, before anything starts.
+    shipment = plan_for(config, address)
     # Checkpointing every epoch forces experiment snapshots; they are cheap on local disk.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     # Tune's default TensorBoard logger imports torch into the driver (3 s) and duplicates
@@ -259,9 +256,7 @@ def run_sweep(
         tolerance=config.objective.tolerance,
     )
     pool.shutdown(wait=False)
-    if shipment.describe() is not None:
-        print(shipment.describe(), file=stream or sys.stdout, flush=True)
-    connect_ray(address, shipment.runtime_env)
+    connect_with(shipment, address, stream or sys.stdout)
     sweep_tracker = make_tracker(opening, config, functools.partial(_records_now, storage, name))
     resources = config.resources
     # A data-parallel trial only coordinates; its Ray Train workers hold the resources.

@@ -5,7 +5,8 @@ code travels with Ray's ``runtime_env``, chosen by the task module's shape:
 
 - a module at the top of a directory (``my_task:build``, ``my_task.py`` beside the sweep)
   ships that **directory** as ``working_dir``: what Python found beside the module (sibling
-  modules, small files it reads) comes along, as it does when the sweep runs locally;
+  modules, small files it opens by a path built from ``__file__``: Tune starts each trial
+  in a directory of its own) comes along, as it does when the sweep runs locally;
 - a module inside a package (``mypkg.tasks:build``) ships that **package** as
   ``py_modules``: just the package, importable by its name, whatever directory holds it.
 
@@ -30,13 +31,21 @@ import site
 import sysconfig
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from versatil.errors import ConfigError
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.engine.connect import connect_ray, joins_cluster
 from versatil.training.tasks import BUILTIN_TASKS
 
-__all__ = ["DEFAULT_EXCLUDES", "LARGE_FILE_BYTES", "Shipment", "plan_shipment"]
+__all__ = [
+    "DEFAULT_EXCLUDES",
+    "LARGE_FILE_BYTES",
+    "Shipment",
+    "connect_with",
+    "plan_for",
+    "plan_shipment",
+]
 
 # Patterns (.gitignore syntax, as Ray's ``excludes``) that no trial needs.
 DEFAULT_EXCLUDES: tuple[str, ...] = (
@@ -115,8 +124,8 @@ def plan_shipment(config: SweepConfig, joining: bool) -> Shipment:
     excludes = [*DEFAULT_EXCLUDES, *section.excludes]
     storage = None if config.location().remote else config.storage_dir()
     for field, path in _local_paths(section.working_dir, section.py_modules):
-        if path.is_dir():
-            _measure(path, excludes, storage, field, large=False)
+        if path.is_dir():  # its virtual environments and the storage path stay out too
+            excludes += _measure(path, excludes, storage, field, large=False)[3]
     default = None
     if joining and not section.ships_code and not _job_ships_code():
         default = _task_code(config.task.name)
@@ -129,6 +138,25 @@ def plan_shipment(config: SweepConfig, joining: bool) -> Shipment:
     where = str(root) if field == "working_dir" else [str(root)]
     env = {**env, field: where, "excludes": [*excludes, *extra]}
     return Shipment(env, root, field, files, size, left_out)
+
+
+def plan_for(config: SweepConfig, address: str | None) -> Shipment:
+    """:func:`plan_shipment` for a sweep about to connect to ``address`` (or a local Ray).
+
+    A process already connected (its caller ran ``ray.init``) keeps its own
+    ``runtime_env``: nothing is shipped by default then.
+    """
+    import ray
+
+    return plan_shipment(config, joins_cluster(address) and not ray.is_initialized())
+
+
+def connect_with(shipment: Shipment, address: str | None, stream: TextIO) -> None:
+    """Says what code ships (one line on ``stream``), then connects with it."""
+    line = shipment.describe()
+    if line is not None:
+        print(line, file=stream, flush=True)
+    connect_ray(address, shipment.runtime_env)
 
 
 def _local_paths(working_dir: str | None, py_modules: list[str] | None) -> list[tuple[str, Path]]:
