@@ -8,7 +8,7 @@ import datetime
 import functools
 import math
 import warnings
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from versatil.training.hardware.utilization import UtilizationMonitor
 from versatil.training.in_effect import SettingsNotInEffectError, SettingsProbe
 from versatil.training.metric_names import SAMPLES_PER_SEC
 from versatil.training.metrics import ThroughputMonitor
+from versatil.training.sharing import DeviceShareMonitor, Tenants
 from versatil.training.spec import DeviceInfo
 from versatil.training.tasks import build_task
 
@@ -209,9 +210,11 @@ class _EpochEndHook(L.Callback):
         hook: EpochEnd | None,
         utilization: UtilizationMonitor,
         cache: CompileCacheSession | None = None,
+        sharing: DeviceShareMonitor | None = None,
     ) -> None:
         self.utilization = utilization
         self.cache = cache
+        self.sharing = sharing
         self.monitor = monitor
         self.optimizer = optimizer
         self.probe = probe
@@ -227,6 +230,8 @@ class _EpochEndHook(L.Callback):
         metrics.update(self.probe.epoch_metrics)
         if self.cache is not None:
             metrics.update(self.cache.epoch_metrics)
+        if self.sharing is not None:
+            metrics.update(self.sharing.epoch_metrics)
         if self.probe.fell_back_to_eager:
             metrics.pop("compile_time_s", None)  # nothing was compiled: not a compiled trial
         metrics["epoch"] = trainer.current_epoch
@@ -281,6 +286,22 @@ def build_trainer(
     return L.Trainer(**kwargs)
 
 
+def _log_header(config: TrainConfig) -> str:
+    """The line that opens a fit's records in its compile log: when, the task, the settings."""
+    settings = " ".join(f"{k}={v}" for k, v in config.settings.to_config().items())
+    when = datetime.datetime.now().isoformat(timespec="seconds")
+    return f"--- {when} fit of {config.task}: {settings}"
+
+
+@contextlib.contextmanager
+def _lightning_noise_quiet() -> Iterator[None]:
+    """Leaves out the warnings Lightning prints for every small run, while it lasts."""
+    with warnings.catch_warnings():
+        for pattern in _QUIET:
+            warnings.filterwarnings("ignore", message=pattern)
+        yield
+
+
 def train(
     config: TrainConfig,
     checkpoint_dir: Path,
@@ -293,6 +314,7 @@ def train(
     compile_log: Path | None = None,
     compile_cache: CompileCache | None = None,
     ceilings: CeilingCache | None = None,
+    device_tenants: Tenants | None = None,
     **trainer_overrides: Any,
 ) -> TrainResult:
     """Trains ``config`` and writes its checkpoint directory after every epoch.
@@ -319,6 +341,8 @@ def train(
             :class:`CompileCache`); unused for an eager run. ``None`` compiles locally.
         ceilings: Where the device's measured matmul ceilings are cached (measured there
             when missing); ``None`` reports no ``ceiling_fraction``.
+        device_tenants: How many fits hold this fit's device now, itself included, sampled
+            into ``device_trials_*`` (:class:`DeviceShareMonitor`); ``None``: not sampled.
         **trainer_overrides: Extra ``L.Trainer`` arguments (strategy, plugins, ...).
 
     Raises:
@@ -351,23 +375,18 @@ def train(
         cache = compile_cache.session(settings, device, model)
     # Order matters: measure and check, publish compiled graphs, write the checkpoint,
     # then report it.
-    epoch_end = _EpochEndHook(monitor, hparams, probe, on_epoch_end, utilization, cache)
-    callbacks: list[L.Callback] = [utilization, monitor, hparams, probe]
-    callbacks += [cache] if cache is not None else []
+    sharing = DeviceShareMonitor(device_tenants) if device_tenants is not None else None
+    epoch_end = _EpochEndHook(monitor, hparams, probe, on_epoch_end, utilization, cache, sharing)
+    measured = (sharing, utilization, monitor, hparams, probe, cache)
+    callbacks: list[L.Callback] = [c for c in measured if c is not None]
     callbacks += [CheckpointDirWriter(checkpoint_dir, config), epoch_end]
     trainer = build_trainer(config, callbacks, **trainer_overrides)
     log_path = compile_log or Path(checkpoint_dir) / COMPILE_LOG
-    header = (
-        f"--- {datetime.datetime.now().isoformat(timespec='seconds')} fit of {config.task}: "
-        + " ".join(f"{k}={v}" for k, v in settings.to_config().items())
-    )
     with (
-        warnings.catch_warnings(),
-        compile_logs_to(log_path, header),
+        _lightning_noise_quiet(),
+        compile_logs_to(log_path, _log_header(config)),
         cache or contextlib.nullcontext(),
     ):
-        for pattern in _QUIET:
-            warnings.filterwarnings("ignore", message=pattern)
         trainer.fit(model, datamodule=built["datamodule"], ckpt_path=ckpt_path)
     if probe.fatal_problems:
         raise SettingsNotInEffectError(probe.fatal_problems)

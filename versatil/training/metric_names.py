@@ -6,6 +6,8 @@ __all__ = [
     "CEILING_FRACTION",
     "CEILING_TFLOPS",
     "COMPILE_TIME_S",
+    "DEVICE_TRIALS_MAX",
+    "DEVICE_TRIALS_MEAN",
     "EPOCH_TIME_S",
     "FLOPS_PER_SAMPLE",
     "HARDWARE_METRICS",
@@ -16,6 +18,7 @@ __all__ = [
     "SAMPLES_PER_SEC",
     "TFLOPS",
     "THROUGHPUT_METRICS",
+    "THROUGHPUT_SHARED",
 ]
 
 SAMPLES_PER_SEC = "samples_per_sec"
@@ -56,3 +59,14 @@ JOULES_PER_SAMPLE = "joules_per_sample"
 
 HARDWARE_METRICS = (FLOPS_PER_SAMPLE, TFLOPS, CEILING_FRACTION, MFU, JOULES_PER_SAMPLE)
 """The hardware measurements every trial reports where they can be measured."""
+
+DEVICE_TRIALS_MAX = "device_trials_max"
+"""The most fits (trials, or a data-parallel trial's ranks) on the fit's device during the
+epoch's training, the fit itself included: 1 is alone. Reported where a device is shared."""
+
+DEVICE_TRIALS_MEAN = "device_trials_mean"
+"""The mean of the same count over the epoch's samples of it (at least every 50 ms)."""
+
+THROUGHPUT_SHARED = "throughput_shared"
+"""1 when an epoch of the fit so far had ``device_trials_max`` above 1: its throughput
+(whose windows span the fit's epochs) was timed against other fits, and is not ranked on."""

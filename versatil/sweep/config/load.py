@@ -14,7 +14,13 @@ from versatil.sweep.config.limits import MAX_SEED, MAX_TRIALS
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.config.sweep_file import check_plain_data, parse_yaml, read_text
 
-__all__ = ["apply_overrides", "check_limits", "load_sweep", "validate_sweep"]
+__all__ = [
+    "apply_overrides",
+    "check_limits",
+    "load_sweep",
+    "resolve_resources",
+    "validate_sweep",
+]
 
 
 def load_sweep(path: Path | str, overrides: Mapping[str, Any] | None = None) -> SweepConfig:
@@ -38,12 +44,32 @@ def load_sweep(path: Path | str, overrides: Mapping[str, Any] | None = None) -> 
 
 
 def validate_sweep(data: Mapping[str, Any], source: str = "sweep") -> SweepConfig:
-    """Validates plain data into a SweepConfig, raising one ConfigError for all problems."""
+    """Validates plain data into a SweepConfig, raising one ConfigError for all problems.
+
+    ``resources.gpu`` comes back resolved against ``trainer.accelerator`` (see
+    :meth:`~versatil.sweep.config.sections.ResourcesSection.gpus_for`).
+    """
     try:
-        return SweepConfig.model_validate(data)
+        config = SweepConfig.model_validate(data)
     except pydantic.ValidationError as error:
         lines = describe_validation_error(error, model=SweepConfig)
         raise ConfigError(f"{source}: " + "; ".join(lines)) from None
+    return resolve_resources(config, source)
+
+
+def resolve_resources(config: SweepConfig, source: str = "sweep") -> SweepConfig:
+    """``config`` with ``resources.gpu`` set: as given, else from ``trainer.accelerator``.
+
+    Raises:
+        ConfigError: when ``trainer.accelerator`` trains on a GPU and ``resources.gpu``
+            gives trials none.
+    """
+    accelerator = config.trainer.accelerator
+    errors = config.resources.accelerator_errors(accelerator)
+    if errors:
+        raise ConfigError(f"{source}: " + "; ".join(errors))
+    resources = config.resources.resolved(accelerator)
+    return config.model_copy(update={"resources": resources})
 
 
 def check_limits(config: SweepConfig, source: str = "sweep") -> None:

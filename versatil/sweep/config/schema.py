@@ -111,7 +111,7 @@ class SweepConfig(pydantic.BaseModel):
 
     @pydantic.model_validator(mode="after")
     def _cross_field(self) -> SweepConfig:
-        errors = []
+        errors = self.resources.accelerator_errors(self.trainer.accelerator)
         grid_axes = [n for n, a in self.space.items() if is_grid(a)]
         if self.search.algorithm == "optuna" and grid_axes:
             errors.append(

@@ -14,6 +14,7 @@ from versatil.training.spec import (
 )
 
 __all__ = [
+    "GPU_ACCELERATORS",
     "ConfirmSection",
     "MlflowSection",
     "ObjectiveSection",
@@ -156,18 +157,62 @@ class SchedulerSection(pydantic.BaseModel):
     )
 
 
+GPU_ACCELERATORS = ("gpu", "cuda")
+"""The ``trainer.accelerator`` values that train on a GPU, so a trial must hold one."""
+
+
 class ResourcesSection(pydantic.BaseModel):
-    """What one trial gets."""
+    """What one trial gets.
+
+    ``gpu`` left out depends on ``trainer.accelerator``: one GPU per trial (per worker)
+    for ``gpu`` or ``cuda``, none otherwise. Loading a sweep resolves it
+    (:meth:`resolved`); whatever reads it goes through :meth:`gpus_for`.
+    """
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     cpu: float = pydantic.Field(1, gt=0, description="CPUs per trial (per worker).")
-    gpu: float = pydantic.Field(
-        0, ge=0, description="GPUs per trial (per worker); fractions share a GPU."
+    gpu: float | None = pydantic.Field(
+        None,
+        ge=0,
+        description="GPUs per trial (per worker); fractions share a GPU; default: 1 with "
+        "trainer.accelerator gpu or cuda, else 0.",
     )
     workers_per_trial: int = pydantic.Field(
         1, ge=1, description="Data-parallel Lightning workers per trial (Ray Train, DDP)."
     )
+
+    def gpus_for(self, accelerator: str) -> float:
+        """GPUs per trial (per worker): ``gpu`` as given, else 1 for a GPU accelerator, else 0.
+
+        Args:
+            accelerator: The sweep's ``trainer.accelerator``.
+        """
+        if self.gpu is not None:
+            return float(self.gpu)
+        return 1.0 if accelerator in GPU_ACCELERATORS else 0.0
+
+    def shares_gpu(self, accelerator: str) -> bool:
+        """Whether a trial holds a fraction of a GPU, so that trials share one (0 < gpu < 1)."""
+        return 0 < self.gpus_for(accelerator) < 1
+
+    def accelerator_errors(self, accelerator: str) -> list[str]:
+        """What is wrong with these resources for ``accelerator``: a GPU accelerator with no GPU.
+
+        Args:
+            accelerator: The sweep's ``trainer.accelerator``.
+        """
+        if accelerator not in GPU_ACCELERATORS or self.gpu != 0:
+            return []
+        return [
+            f"resources.gpu: 0 gives each trial no GPU, but trainer.accelerator is "
+            f"{accelerator!r}; give a GPU share above 0 (1, or a fraction such as 0.5 that "
+            "trials share), leave resources.gpu out for 1, or set trainer.accelerator to cpu"
+        ]
+
+    def resolved(self, accelerator: str) -> ResourcesSection:
+        """These resources with ``gpu`` set: :meth:`gpus_for` ``accelerator``."""
+        return self.model_copy(update={"gpu": self.gpus_for(accelerator)})
 
 
 class TrainerSection(pydantic.BaseModel):

@@ -1,13 +1,16 @@
 """The end of a sweep: its candidates re-timed on one device, paired and interleaved.
 
-The re-timing runs as one Ray task with a trial's resources, so on a cluster every
-candidate trains on the same node and device, one at a time, while no trial runs. Its
-rounds come back as one document (:mod:`~versatil.sweep.results.confirmation`), which
-decides the verdict and is logged to MLflow.
+The re-timing runs as one Ray task with a trial's CPUs and its GPUs rounded up to whole
+ones (trials with a share of a GPU timed each other), so on a cluster every candidate
+trains on the same node and device, one at a time, while no trial runs and nothing else
+holds that GPU. Its rounds come back as one document
+(:mod:`~versatil.sweep.results.confirmation`), which decides the verdict and is logged to
+MLflow.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -17,13 +20,24 @@ from versatil.sweep.results.judgement import Judgement
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.storage import checkpoint_ref
 
-__all__ = ["confirm_candidates", "confirm_or_explain", "plan"]
+__all__ = ["confirm_candidates", "confirm_or_explain", "plan", "retime_resources"]
 
 
 def plan(config: SweepConfig, rows: Sequence[TrialRow], judgement: Judgement) -> list[Candidate]:
     """The candidates to re-time, or none when the sweep's settings say not to."""
     found = candidates(judgement.verdict, rows, set(judgement.marks), config.confirm.max_candidates)
     return found if should_confirm(judgement.verdict, found, config.confirm.enabled) else []
+
+
+def retime_resources(config: SweepConfig) -> dict[str, float]:
+    """The re-timing task's Ray resources: a trial's CPUs, and its GPUs rounded up to whole.
+
+    Trials with a fraction of a GPU timed each other on it (their ``throughput_shared``);
+    the re-timing holds whole GPUs, so no trial's task shares them while it times.
+    """
+    resources = config.resources
+    gpus = resources.gpus_for(config.trainer.accelerator)
+    return {"num_cpus": resources.cpu, "num_gpus": math.ceil(gpus) if gpus > 0 else 0}
 
 
 def _retime_task(contenders: list[tuple[str, str]], options: dict[str, Any]) -> dict[str, Any]:
@@ -43,8 +57,8 @@ def confirm_candidates(
 ) -> dict[str, Any]:
     """Re-times ``found`` (the reference first) in one Ray task; returns the rounds' document.
 
-    Ray must be connected. The task takes one trial's resources (``resources.cpu``,
-    ``resources.gpu``), so torch computes with the threads a trial had.
+    Ray must be connected. The task takes one trial's CPUs (``resources.cpu``), so torch
+    computes with the threads a trial had, and whole GPUs (:func:`retime_resources`).
     """
     import ray
 
@@ -57,9 +71,7 @@ def confirm_candidates(
             file=stream,
             flush=True,
         )
-    task = ray.remote(num_cpus=config.resources.cpu, num_gpus=config.resources.gpu, max_retries=0)(
-        _retime_task
-    )
+    task = ray.remote(**retime_resources(config), max_retries=0)(_retime_task)
     options = {"rounds": section.rounds, "round_s": section.round_s, "seed": config.trainer.seed}
     contenders = [(c.label, checkpoint_ref(c.checkpoint)) for c in found]
     rounds = ray.get(task.remote(contenders, options))

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from versatil.status import TrialStatus
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.vocab.keys import REASON, STATUS
-from versatil.training.metric_names import SAMPLES_PER_SEC
+from versatil.training.metric_names import DEVICE_TRIALS_MAX, SAMPLES_PER_SEC
 
 __all__ = ["ProgressPrinter", "tune_console_quiet"]
 
@@ -55,6 +55,8 @@ class ProgressPrinter:
             windows = int(result.get("throughput_windows", 0))
             window_s = result.get("throughput_window_s", 0)
             speed += f" (too short to time: {windows} windows of {window_s:g} s)"
+        if result.get(DEVICE_TRIALS_MAX, 1) > 1:
+            speed += f" (GPU shared by {result[DEVICE_TRIALS_MAX]:g} trials)"
         self._print(f"{trial.trial_id} epoch {epoch} {values} {speed} {status} ({axes})")
 
 

@@ -261,6 +261,7 @@ def run_sweep(
     resources = config.resources
     # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
     distributed = resources.workers_per_trial > 1
+    gpus = resources.gpus_for(config.trainer.accelerator)  # one by default with gpu or cuda
     trainable = tune.with_resources(
         tune.with_parameters(
             run_trial,
@@ -269,7 +270,7 @@ def run_sweep(
             # On the storage path every node shares: each graph compiles once per cluster.
             compile_cache=str(config.compile_cache_dir()) if config.trainer.compile_cache else None,
         ),
-        {"cpu": 0.01} if distributed else {"cpu": resources.cpu, "gpu": resources.gpu},
+        {"cpu": 0.01} if distributed else {"cpu": resources.cpu, "gpu": gpus},
     )
     progress = ProgressPrinter(config, stream)
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback

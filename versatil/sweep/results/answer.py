@@ -32,9 +32,10 @@ class SettingResult:
         label: The setting in words (``bf16-mixed + default``).
         setting: Its precision, compile mode and matmul precision.
         speed: Its samples/s with an interval (its trials' median, their intervals' hull);
-            ``None`` when no trial was timed long enough.
+            ``None`` when no trial was timed long enough, alone on its GPU.
         speedup: Its speed over the reference's, with an interval; ``None`` if unmeasured.
-        speed_call: ``faster``, ``slower``, ``tie``, ``unmeasured`` or ``reference``.
+        speed_call: ``faster``, ``slower``, ``tie``, ``reference``, ``unmeasured`` (timed
+            too short) or ``shared`` (timed while trials shared a GPU).
         objective: Its best configuration's objective: the mean over seeds, with an interval.
         change: The objective's difference from the reference's, relative to it, with an
             interval over seeds (``None`` when the reference's objective is 0).

@@ -1,9 +1,9 @@
 """The end of a sweep's re-timing: which settings it re-times, and what its rounds say.
 
 Pure functions. The candidates are the reference (eager fp32, else the slowest setting),
-every setting still in contention (no worse on the objective, and faster, tied or not
-timed long enough) and the settings of the Pareto set; each is re-timed from its best
-trial's checkpoint. The rounds (:mod:`versatil.training.retime`) are one document, the
+every setting still in contention (no worse on the objective, and faster, tied, not timed
+long enough, or timed on a shared GPU) and the settings of the Pareto set; each is re-timed
+from its best trial's checkpoint. The rounds (:mod:`versatil.training.retime`) are one document, the
 ``confirm/rounds.json`` artifact of the parent run: a setting's speedup is the median of
 its per-round ratios to the reference, with its interval (:func:`versatil.stats.ratio_ci`).
 """
@@ -27,7 +27,7 @@ __all__ = [
     "should_confirm",
 ]
 
-CONTENDING = ("faster", "tie", "unmeasured")
+CONTENDING = ("faster", "tie", "unmeasured", "shared")
 """Speed calls that leave a no-worse setting in contention."""
 
 

@@ -13,7 +13,14 @@ from collections.abc import Sequence
 
 from versatil.stats import ROUNDING
 from versatil.sweep.results.pareto import Ranking, non_dominated_sort
-from versatil.sweep.results.rows import TrialRow, finished, full_budget, throughput, value_of
+from versatil.sweep.results.rows import (
+    TrialRow,
+    finished,
+    full_budget,
+    throughput,
+    timed_shared,
+    value_of,
+)
 from versatil.training.metric_names import SAMPLES_PER_SEC
 
 __all__ = [
@@ -117,10 +124,11 @@ def summary_marks(rows: Sequence[TrialRow], mode: str, tolerance: float = 0.0) -
 
 
 def _speed(row: TrialRow) -> tuple[float, float]:
-    """A trial's throughput interval; unbounded when it was too short to time."""
+    """A trial's throughput interval; unbounded when too short to time, or timed shared."""
     low = value_of(row, f"{SAMPLES_PER_SEC}_ci_low")
     high = value_of(row, f"{SAMPLES_PER_SEC}_ci_high")
-    if low is None or high is None or row.metrics.get("throughput_too_short"):
+    too_short = row.metrics.get("throughput_too_short")
+    if low is None or high is None or too_short or timed_shared(row):
         return -math.inf, math.inf
     return low, high
 

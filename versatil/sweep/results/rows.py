@@ -14,7 +14,12 @@ from typing import Any
 
 from versatil.status import TrialStatus
 from versatil.sweep.vocab.keys import REASON, STATUS
-from versatil.training.metric_names import SAMPLES_PER_SEC, THROUGHPUT_METRICS
+from versatil.training.metric_names import (
+    DEVICE_TRIALS_MAX,
+    SAMPLES_PER_SEC,
+    THROUGHPUT_METRICS,
+    THROUGHPUT_SHARED,
+)
 from versatil.training.spec import SETTING_ENUMS
 
 __all__ = [
@@ -25,6 +30,7 @@ __all__ = [
     "full_budget",
     "make_row",
     "throughput",
+    "timed_shared",
     "value_of",
 ]
 
@@ -129,6 +135,16 @@ def throughput(row: TrialRow) -> float:
     """The row's ``samples_per_sec``; ``-inf`` when it has none, so it sorts last."""
     value = value_of(row, SAMPLES_PER_SEC)
     return -math.inf if value is None else value
+
+
+def timed_shared(row: TrialRow) -> bool:
+    """Whether the trial's throughput was timed while other trials shared its GPU.
+
+    Its fit's ``throughput_shared``, or its last epoch's ``device_trials_max`` above 1 (a
+    row of only the last epoch's metrics).
+    """
+    most = value_of(row, DEVICE_TRIALS_MAX)
+    return bool(value_of(row, THROUGHPUT_SHARED)) or (most is not None and most > 1)
 
 
 def finished(row: TrialRow) -> bool:

@@ -10,7 +10,10 @@ The rules, in order:
 
 - **Speed.** A trial's speed is its fit's median throughput over windows of training,
   with its 95% interval (:mod:`versatil.training.metrics`); a trial whose timed work was
-  too short has none, and is not ranked on speed. A setting's speedup against the
+  too short has none, nor has one timed while other trials shared its GPU
+  (``throughput_shared``): neither is ranked on speed. A setting left without a speedup
+  is ``shared`` when sharing is why, else ``unmeasured``; the sweep's end re-times it
+  (:mod:`~versatil.sweep.results.confirmation`), on a whole GPU. A setting's speedup against the
   reference pairs its trials with the reference's trials of the same params and seed,
   each pair's interval the division of the two; the speedup is the median over the pairs
   of each bound. With no such pairs the settings' intervals (their trials' hull) are
@@ -38,7 +41,7 @@ from versatil.stats import Estimate, difference_ci, mean_ci, ratio_of, same_valu
 from versatil.sweep.results.answer import Setting, SettingResult, Verdict
 from versatil.sweep.results.hardware import setting_hardware
 from versatil.sweep.results.ranking import rank_key
-from versatil.sweep.results.rows import TrialRow, full_budget, value_of
+from versatil.sweep.results.rows import TrialRow, full_budget, timed_shared, value_of
 from versatil.sweep.results.target import TIME_TO_TARGET
 from versatil.sweep.results.verdict_text import verdict_text
 from versatil.sweep.vocab.keys import SEED
@@ -70,11 +73,14 @@ def setting_of(axes: Mapping[str, Any]) -> Setting:
 
 
 def trial_speed(row: TrialRow) -> Estimate | None:
-    """A trial's throughput as a measurement, or ``None`` when it was too short to trust.
+    """A trial's throughput as a measurement, or ``None`` when it cannot be trusted.
 
     The fit's median over its windows and their 95% interval; a fit with too few windows
-    (``throughput_too_short``) or without an interval has none.
+    (``throughput_too_short``), without an interval, or timed while other trials shared
+    its GPU (:func:`~versatil.sweep.results.rows.timed_shared`) has none.
     """
+    if timed_shared(row):
+        return None
     median = value_of(row, f"{SAMPLES_PER_SEC}_median")
     low = value_of(row, f"{SAMPLES_PER_SEC}_ci_low")
     high = value_of(row, f"{SAMPLES_PER_SEC}_ci_high")
@@ -214,18 +220,13 @@ def make_verdict(
     )
     results = []
     for setting, group in groups.items():
-        rounds = 0
         best = _best_configuration(group, mode)
         objective, change = _objective_change(best, ref_best)
         if setting == reference:
             speedup = None if speed[setting] is None else Estimate(1.0, 1.0, 1.0, 1)
-            call = "reference"
-        elif confirmed and setting in confirmed:
-            speedup, rounds = confirmed[setting], confirmed[setting].n
-            call = speed_verdict(speedup)
+            call, rounds = "reference", 0
         else:
-            speedup = _speedup(group, groups[reference])
-            call = "unmeasured" if speedup is None else speed_verdict(speedup)
+            speedup, call, rounds = _speed_call(group, groups[reference], confirmed, setting)
         results.append(
             SettingResult(
                 label=setting_label(*setting, show_matmul=show_matmul),
@@ -254,18 +255,7 @@ def make_verdict(
         )
     )
     ref = results[0]
-    contenders = [r for r in results[1:] if r.speed_call == "faster" and r.no_worse]
-    tied: list[SettingResult] = []
-    chosen = ref
-    if contenders:
-        top = max(contenders, key=lambda r: (r.speedup.value, r.setting))  # type: ignore[union-attr]
-        tied = [
-            r
-            for r in contenders
-            if r is top or r.speedup.high >= top.speedup.low  # type: ignore[union-attr]
-        ]
-        chosen = min(tied, key=lambda r: (_complexity(r.setting), -r.speedup.value))  # type: ignore[union-attr]
-        tied = [chosen, *(r for r in tied if r is not chosen)]
+    chosen, tied = _recommend(ref, results[1:])
     verdict = Verdict(
         metric=metric,
         mode=mode,
@@ -280,6 +270,49 @@ def make_verdict(
         target=target,
     )
     return dataclasses.replace(verdict, text=verdict_text(verdict))
+
+
+def _speed_call(
+    rows: Sequence[TrialRow],
+    reference: Sequence[TrialRow],
+    confirmed: Mapping[Setting, Estimate] | None,
+    setting: Setting,
+) -> tuple[Estimate | None, str, int]:
+    """A setting's speedup over the reference, its call, and the paired rounds behind it.
+
+    The re-timing's speedup where the setting was re-timed, else its trials' against the
+    reference's. Without one, the call says why: ``shared`` when its trials or the
+    reference's were timed on a shared GPU, else ``unmeasured`` (timed too short).
+    """
+    if confirmed and setting in confirmed:
+        return confirmed[setting], speed_verdict(confirmed[setting]), confirmed[setting].n
+    speedup = _speedup(rows, reference)
+    if speedup is not None:
+        return speedup, speed_verdict(speedup), 0
+    shared = any(map(timed_shared, [*rows, *reference]))
+    return None, "shared" if shared else "unmeasured", 0
+
+
+def _recommend(
+    reference: SettingResult, others: Sequence[SettingResult]
+) -> tuple[SettingResult, list[SettingResult]]:
+    """The recommended setting, and those tied with it on speed (itself first).
+
+    The faster and no worse settings contend; any whose speedup interval overlaps the
+    fastest's ties with it, and the simplest of the tied wins. With no contender, the
+    reference.
+    """
+    contenders = [r for r in others if r.speed_call == "faster" and r.no_worse]
+    if not contenders:
+        return reference, []
+    top = max(contenders, key=lambda r: (r.speedup.value, r.setting))  # type: ignore[union-attr]
+    tied = [
+        r
+        for r in contenders
+        if r is top or r.speedup.high >= top.speedup.low  # type: ignore[union-attr]
+    ]
+    chosen = min(tied, key=lambda r: (_complexity(r.setting), -r.speedup.value))  # type: ignore[union-attr]
+    return chosen, [chosen, *(r for r in tied if r is not chosen)]
 
 
 def _median_time(rows: Sequence[TrialRow]) -> float | None:

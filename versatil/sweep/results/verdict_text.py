@@ -12,7 +12,7 @@ from versatil.training.metric_names import (
     TFLOPS,
 )
 
-__all__ = ["percent", "ratio_text", "verdict_table", "verdict_text"]
+__all__ = ["SHARED_NOTE", "percent", "ratio_text", "verdict_table", "verdict_text"]
 
 
 def percent(change: float) -> str:
@@ -102,10 +102,7 @@ def verdict_text(verdict: Verdict) -> str:
             text += f" Tied with it on speed, within noise: {listed}; the simpler setting wins."
         return prefix + text
     if all(r.speedup is None for r in verdict.settings[1:]):
-        why = (
-            "Throughput was not timed long enough to compare settings (a fit needs at least "
-            "3 windows of training; see throughput_too_short on its run). "
-        )
+        why = _unmeasured_text(verdict)
     else:
         closest = _closest(verdict)
         why = f"No setting beats {against} beyond noise"
@@ -121,6 +118,28 @@ def verdict_text(verdict: Verdict) -> str:
             )
     itself = "the eager fp32 baseline" if verdict.is_baseline else "the reference"
     return f"{prefix}{why}Recommended: {_named(ref)}, {itself} (trial {ref.best_trial})."
+
+
+SHARED_NOTE = (
+    "shared: timed while trials shared a GPU (resources.gpu below 1; see device_trials_max "
+    "on their runs), so not compared on speed; the end's re-timing, on a whole GPU, compares "
+    "them"
+)
+"""The verdict table's note under a speed called ``shared``."""
+
+
+def _unmeasured_text(verdict: Verdict) -> str:
+    """Why no setting has a speedup: timed on a shared GPU, or timed too short."""
+    if any(r.speed_call == "shared" for r in verdict.settings):
+        return (
+            "Throughput was timed while trials shared a GPU (resources.gpu below 1) and was "
+            "not re-timed on a whole one, so settings are not compared on speed (see "
+            "device_trials_max on their runs; confirm re-times them). "
+        )
+    return (
+        "Throughput was not timed long enough to compare settings (a fit needs at least "
+        "3 windows of training; see throughput_too_short on its run). "
+    )
 
 
 def _interval(estimate: Estimate | None, digits: int = 1) -> str:
@@ -202,6 +221,8 @@ def verdict_table(verdict: Verdict) -> str:
         if verdict.target is not None:
             table[-1].append("never" if s.time_to_target is None else f"{s.time_to_target:.3g}")
     text = format_table(headers, table)
+    if any(s.speed_call == "shared" for s in verdict.settings):
+        text += f"\n{SHARED_NOTE}"
     if verdict.target is not None:
         text += (
             f"\ntime to target: training seconds until {metric} first reached "

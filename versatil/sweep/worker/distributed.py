@@ -1,13 +1,13 @@
 """Data-parallel trials: one Tune trial runs its fit on several Ray Train workers (DDP).
 
-The trial's own process only coordinates; each Ray Train worker holds
-``resources.cpu``/``resources.gpu`` and runs Lightning with Ray's DDP strategy (gloo on
-CPU, NCCL on GPU). Rank 0's checkpoint goes to Ray Train's storage; the coordinator
-reports each epoch to Tune with that checkpoint, which Tune copies into the trial's
-directory (the Train copy is then deleted). So a trial Tune restores (a retry,
-``--resume``) has a checkpoint: the coordinator picks the newest readable one (see
-:func:`~versatil.sweep.worker.outcome.resume_point`) and every rank resumes the fit from
-its ``last.ckpt``.
+The trial's own process only coordinates; each Ray Train worker holds ``resources.cpu``
+and the GPUs of ``resources.gpu`` (one by default with a GPU accelerator) and runs
+Lightning with Ray's DDP strategy (gloo on CPU, NCCL on GPU). Rank 0's checkpoint goes
+to Ray Train's storage; the coordinator reports each epoch to Tune with that checkpoint,
+which Tune copies into the trial's directory (the Train copy is then deleted). So a trial
+Tune restores (a retry, ``--resume``) has a checkpoint: the coordinator picks the newest
+readable one (see :func:`~versatil.sweep.worker.outcome.resume_point`) and every rank
+resumes the fit from its ``last.ckpt``.
 
 The trial ends as a single-worker one does (:mod:`versatil.sweep.worker.outcome`): a rank
 whose fit meets bad task params, infeasible settings, a setting not in effect or the end
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.worker.gpus import require_given_gpu
 from versatil.sweep.worker.outcome import (
     Resume,
     TrialEnded,
@@ -34,6 +35,7 @@ from versatil.sweep.worker.outcome import (
     epoch_report,
     rank_ending,
 )
+from versatil.sweep.worker.tenancy import gpu_tenancy
 from versatil.training.config import TrainConfig
 
 __all__ = ["run_distributed_trial"]
@@ -57,6 +59,7 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
     from ray.util.queue import Queue
 
     resources = sweep.resources
+    gpus = resources.gpus_for(sweep.trainer.accelerator)
     restored = None
     if resume.checkpoint_dir is not None:
         # The newest readable of Tune's checkpoints of this trial; each rank copies it.
@@ -64,7 +67,7 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
         path = resume.remote or str(resume.checkpoint_dir)
         restored = tune.Checkpoint(path=path, filesystem=filesystem)
     reports = Queue(actor_options={"num_cpus": 0})
-    per_worker = {"CPU": resources.cpu, **({"GPU": resources.gpu} if resources.gpu else {})}
+    per_worker = {"CPU": resources.cpu, **({"GPU": gpus} if gpus else {})}
     trainer = TorchTrainer(
         _train_worker,
         train_loop_config={
@@ -72,10 +75,10 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
             "sweep": sweep,
             "checkpoint": restored,
         },
-        torch_config=TorchConfig(backend="nccl" if resources.gpu else "gloo"),
+        torch_config=TorchConfig(backend="nccl" if gpus else "gloo"),
         scaling_config=ray.train.ScalingConfig(
             num_workers=resources.workers_per_trial,
-            use_gpu=resources.gpu > 0,
+            use_gpu=gpus > 0,
             resources_per_worker=per_worker,
         ),
         run_config=ray.train.RunConfig(
@@ -155,6 +158,7 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
     scratch = [checkpoint_dir]
     try:
         config = TrainConfig.from_mapping(loop_config["config"])
+        require_given_gpu(config.accelerator, sweep.resources.gpus_for(config.accelerator))
         device = DeviceInfo.detect(config.accelerator)
         ckpt_path = None
         if restored is not None:
@@ -176,16 +180,20 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
             checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
             ray.train.report(result, checkpoint=checkpoint if trainer.is_global_zero else None)
 
-        train(
-            config,
-            checkpoint_dir,
-            on_epoch_end=report,
-            ckpt_path=ckpt_path,
-            ceilings=CeilingCache(sweep.ceiling_dir(), also=compute_dtypes(sweep, device)),
-            strategy=RayDDPStrategy(),
-            plugins=[RayLightningEnvironment()],
-            devices="auto",
-        )
+        context = ray.train.get_context()
+        holder = f"{context.get_experiment_name()}-rank{context.get_world_rank()}"
+        with gpu_tenancy(sweep, holder) as tenants:
+            train(
+                config,
+                checkpoint_dir,
+                on_epoch_end=report,
+                ckpt_path=ckpt_path,
+                ceilings=CeilingCache(sweep.ceiling_dir(), also=compute_dtypes(sweep, device)),
+                device_tenants=tenants,
+                strategy=RayDDPStrategy(),
+                plugins=[RayLightningEnvironment()],
+                devices="auto",
+            )
     except Exception as error:
         ended = ending_result(sweep, error)
         if ended is None:

@@ -13,8 +13,10 @@ from typing import Any
 from versatil.errors import ConfigError
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.config.trial import compute_dtypes, train_config_for
+from versatil.sweep.worker.gpus import require_given_gpu
 from versatil.sweep.worker.outcome import ending_result, epoch_report, resume_point
 from versatil.sweep.worker.restore import copy_checkpoint
+from versatil.sweep.worker.tenancy import gpu_tenancy
 
 __all__ = ["run_trial"]
 
@@ -23,11 +25,13 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
     """Runs one trial inside a Tune worker; reports every epoch with its checkpoint.
 
     Infeasible settings end the trial with one result whose status is ``infeasible`` and
-    whose reason says why; bad task params, a setting not in effect and running out of
-    memory end it ``failed`` with the reason (see :mod:`versatil.sweep.worker.outcome`);
-    the sweep goes on. With ``resources.workers_per_trial > 1`` the fit runs
-    data-parallel across Ray Train workers instead, and ends the same ways. The driver
-    logs every result to MLflow; the worker never talks to the tracking server.
+    whose reason says why; bad task params, a setting not in effect, running out of
+    memory and a GPU accelerator in a trial Ray gave no GPU end it ``failed`` with the
+    reason (see :mod:`versatil.sweep.worker.outcome`); the sweep goes on. A trial with a
+    fraction of a GPU reports how many trials shared it (see
+    :mod:`versatil.sweep.worker.tenancy`). With ``resources.workers_per_trial > 1`` the
+    fit runs data-parallel across Ray Train workers instead, and ends the same ways. The
+    driver logs every result to MLflow; the worker never talks to the tracking server.
 
     Args:
         axes: The trial's point in the sweep's space.
@@ -46,6 +50,8 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
     quiet_libraries()
     try:
         config = train_config_for(axes, sweep)
+        if sweep.resources.workers_per_trial == 1:  # else each rank checks its own
+            require_given_gpu(config.accelerator, sweep.resources.gpus_for(config.accelerator))
         resume = resume_point(sweep.on_unreadable_checkpoint)
     except ConfigError as error:
         tune.report(ending_result(sweep, error))
@@ -76,16 +82,18 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
     # configures from them instead of those restored with the source's checkpoint.
     mutated = sweep.scheduler.hyperparam_mutations if sweep.scheduler.type == "pbt" else {}
     try:
-        train(
-            config,
-            checkpoint_dir,
-            on_epoch_end=report,
-            ckpt_path=ckpt_path,
-            optimizer_keys=tuple(mutated),
-            device=device,
-            compile_cache=CompileCache(Path(compile_cache)) if compile_cache else None,
-            ceilings=CeilingCache(sweep.ceiling_dir(), also=compute_dtypes(sweep, device)),
-        )
+        with gpu_tenancy(sweep, tune.get_context().get_trial_id()) as tenants:
+            train(
+                config,
+                checkpoint_dir,
+                on_epoch_end=report,
+                ckpt_path=ckpt_path,
+                optimizer_keys=tuple(mutated),
+                device=device,
+                compile_cache=CompileCache(Path(compile_cache)) if compile_cache else None,
+                ceilings=CeilingCache(sweep.ceiling_dir(), also=compute_dtypes(sweep, device)),
+                device_tenants=tenants,
+            )
     except Exception as error:
         # Bad task params, a setting not in effect, infeasible settings, out of memory: a
         # retry would fail the same way, so the trial ends here with the reason.
