@@ -5,13 +5,18 @@ moto's standalone S3 server (a real HTTP S3 API on loopback) holds the bucket an
 ``mlflow server`` the runs. Every command runs as a user types it, in a process of its own
 with the standard AWS variables, so its local Ray's workers upload the checkpoints
 themselves. Nothing may land in a local directory named after the URI, and the
-checkpoints are not logged to MLflow: ``compress`` reads them from the bucket.
+checkpoints are not logged to MLflow: ``compress`` reads them from the bucket. A trial's
+records in the bucket hold every epoch the driver reported, though PBT restarted it.
 """
 
+import csv
 import json
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -172,6 +177,10 @@ def test_pbt_on_s3_exploits_a_user_modules_checkpoints_from_the_bucket(stores, t
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "PYTHONPATH": str(Path(__file__).resolve().parents[3]),  # the user's module
         "MLFLOW_TRACKING_URI": uri,  # MLflow's own variable, no --tracking-uri
+        # Tune uploads the experiment directory every second, not every 10 s or more:
+        # the bucket's copy of a trial's result.json is then a few lines behind the
+        # driver's whenever PBT restarts the trial (after each epoch), as under load.
+        "TUNE_GLOBAL_CHECKPOINT_S": "1",
     }
     env.pop("RAY_ADDRESS", None)
     storage = f"s3://{BUCKET}/{PREFIX}"
@@ -185,11 +194,14 @@ def test_pbt_on_s3_exploits_a_user_modules_checkpoints_from_the_bucket(stores, t
         assert "2 trials in" in done.stdout and "2 completed" in done.stdout, done.stdout
         assert "Remote file not found" not in done.stderr, done.stderr[-3000:]
         name = done.stdout.split(f"results: {storage}/")[1].split()[0]
+        reported = driver_epochs(done.stdout)
         last = {}
         for key in s3.keys(BUCKET, f"{PREFIX}/{name}/"):
             if key.endswith("/result.json"):
                 body = s3.client().get_object(Bucket=BUCKET, Key=key)["Body"].read()
                 lines = [json.loads(line) for line in body.decode().splitlines()]
+                # Every epoch the driver reported, though PBT restarted the trial each time.
+                assert [r["epoch"] for r in lines] == reported[key.split("/")[-2]]
                 assert [r["epoch"] for r in lines] == [0, 1, 2, 3]
                 for result in lines:  # trained with the lr it reported under
                     assert result["optimizer/lr"] == pytest.approx(result["config"]["lr"])
@@ -227,3 +239,85 @@ def test_pbt_on_s3_exploits_a_user_modules_checkpoints_from_the_bucket(stores, t
     assert report.returncode == 0, report.stderr[-3000:]
     shown = {t["trial_id"]: t["lr"] for t in json.loads(report.stdout)["trials"]}
     assert shown == pytest.approx({t: r["config"]["lr"] for t, r in last.items()})
+
+
+def driver_epochs(stdout):
+    """Trial id -> the epochs (0-based) of the driver's progress lines, in order."""
+    epochs = {}
+    for trial_id, epoch in re.findall(r"\] (\S+) epoch (\d+) ", stdout):
+        epochs.setdefault(trial_id, []).append(int(epoch) - 1)
+    return epochs
+
+
+class FakeTrial:
+    """What Tune's loggers read of a trial: its driver directory and its storage path."""
+
+    def __init__(self, local_path, storage_path, checkpoint=None):
+        from pyarrow import fs
+
+        self.local_path = str(local_path)
+        self.config = {"lr": 0.1}
+        self.checkpoint = checkpoint
+        self.storage = SimpleNamespace(
+            trial_fs_path=str(storage_path), storage_filesystem=fs.LocalFileSystem()
+        )
+
+    def init_local_path(self):
+        Path(self.local_path).mkdir(parents=True, exist_ok=True)
+
+
+class DriverLogs:
+    """Tune's events to versatil's JSON and CSV loggers for one trial, as Tune sends them."""
+
+    def __init__(self, trial):
+        from versatil.sweep.engine.callbacks import CsvLogger, JsonLogger
+
+        self.trial = trial
+        self.loggers = [JsonLogger(), CsvLogger()]
+        trial.init_local_path()
+
+    def send(self, event, *args):
+        for logger in self.loggers:
+            getattr(logger, event)(0, [self.trial], self.trial, *args)
+
+    def report(self, epoch):
+        self.send("on_trial_result", {"epoch": epoch, "loss": 1.0 / (1 + epoch)})
+
+    def logged(self):
+        """The epochs in result.json, those in progress.csv, and the CSV's header count."""
+        trial_dir = Path(self.trial.local_path)
+        results = [json.loads(line)["epoch"] for line in (trial_dir / "result.json").open()]
+        rows = list(csv.reader((trial_dir / "progress.csv").open()))
+        epochs = [int(row[0]) for row in rows if row[0] != "epoch"]
+        return results, epochs, sum(row[0] == "epoch" for row in rows)
+
+
+def test_a_restarted_trial_keeps_the_drivers_lines_a_stale_upload_lacks(tmp_path):
+    # Tune's loggers replaced the driver's result.json with the storage path's copy each
+    # time a trial started again with a checkpoint (each PBT perturbation; a retry also
+    # progress.csv): the lines since Tune's last periodic upload were lost, and the final
+    # upload wrote the truncated file to the bucket. The driver's copy is kept.
+    driver, stored = tmp_path / "driver" / "t1", tmp_path / "stored" / "t1"
+    logs = DriverLogs(FakeTrial(driver, stored))
+    logs.send("on_trial_start")
+    logs.report(0)
+    shutil.copytree(driver, stored)  # Tune's periodic upload: epoch 0 only
+    logs.report(1)
+    logs.report(2)
+    logs.trial.checkpoint = object()
+    logs.send("on_trial_start")  # PBT paused the trial with a checkpoint: it runs again
+    logs.report(3)
+    logs.send("on_trial_error")  # it fails, and is retried from its checkpoint
+    logs.send("on_trial_start")
+    logs.report(4)
+    logs.send("on_trial_complete")
+    assert logs.logged() == ([0, 1, 2, 3, 4], [0, 1, 2, 3, 4], 1)
+
+    # A resumed run stages the experiment directory anew: the files come from storage.
+    shutil.rmtree(stored)
+    shutil.copytree(driver, stored)
+    resumed = DriverLogs(FakeTrial(tmp_path / "resumed" / "t1", stored, checkpoint=object()))
+    resumed.send("on_trial_start")
+    resumed.report(5)
+    resumed.send("on_trial_complete")
+    assert resumed.logged() == ([0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5], 1)

@@ -273,9 +273,7 @@ def run_sweep(
         {"cpu": 0.01} if distributed else {"cpu": resources.cpu, "gpu": gpus},
     )
     progress = ProgressPrinter(config, stream)
-    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
-
-    from versatil.sweep.engine.callbacks import DriverCallbacks, registered
+    from versatil.sweep.engine.callbacks import CsvLogger, DriverCallbacks, JsonLogger, registered
 
     live_callbacks = [progress.callback, sweep_tracker.callback(), *callbacks]
     if resume:
@@ -314,11 +312,9 @@ def run_sweep(
             run_config=tune.RunConfig(
                 name=name,
                 **storage.tune_arguments(),
-                callbacks=[
-                    DriverCallbacks(name),
-                    CSVLoggerCallback(),
-                    JsonLoggerCallback(),
-                ],
+                # Tune's CSV and JSON loggers, but a trial's restart (each PBT
+                # perturbation, a retry) keeps the driver's copy of its files.
+                callbacks=[DriverCallbacks(name), CsvLogger(), JsonLogger()],
                 # PBT exploits other trials' older checkpoints: keep them all there.
                 checkpoint_config=tune.CheckpointConfig(
                     num_to_keep=None if config.scheduler.type == "pbt" else 2
