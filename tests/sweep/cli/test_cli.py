@@ -111,7 +111,7 @@ def test_help_lists_the_report_subcommand_and_its_flags(capsys):
     assert re.search(r"^ +report +compare a finished sweep's trials", out, re.MULTILINE)
     for name in ("compress", "sync"):
         assert re.search(rf"^ +{name} +\S", out, re.MULTILINE), name
-    shipped = "shipped sweep by name: asha_lr, frontier, pbt, precision_matrix, quickstart"
+    shipped = "shipped sweep by name: asha_lr, frontier, gpu, pbt, precision_matrix, quickstart"
     assert shipped in " ".join(out.split())
     code, out, _ = cli(capsys, main, ["report", "--help"])
     assert code == 0

@@ -20,6 +20,7 @@ EXPECTED_TRIALS = {
     "asha_lr": 16,
     "pbt": 4,
     "frontier": 8,
+    "gpu": 8,
 }
 
 
@@ -159,7 +160,7 @@ def test_an_unknown_config_name_lists_the_shipped_sweeps(tmp_path, monkeypatch):
         resolve_config("asha")
     assert str(error.value) == (
         "--config: 'asha' is neither a sweep file nor a shipped sweep; "
-        "shipped sweeps: asha_lr, frontier, pbt, precision_matrix, quickstart"
+        "shipped sweeps: asha_lr, frontier, gpu, pbt, precision_matrix, quickstart"
     )
     with pytest.raises(ConfigError, match=r"^--config: sweep file 'no/such\.yaml' does not exist$"):
         resolve_config("no/such.yaml")
