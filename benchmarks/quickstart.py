@@ -14,9 +14,10 @@ or against another version of the code, checked out beside it (``git worktree ad
     python benchmarks/quickstart.py --runs 3 --tree "previous=/tmp/versatil-previous"
 
 For each run it records the command's wall time, the sweep's own wall time (the summary's
-"N trials in X s"), and each compiled trial's ``compile_time_s``, ``compile/cache_wait_s``
-and whether it loaded its graphs. It writes JSON to ``--out`` (default
-``benchmarks/results/quickstart-<date>.json``). Run it on an otherwise idle machine.
+"N trials in X s"), how many settings the end re-timed, and each compiled trial's
+``compile_time_s``, ``compile/cache_wait_s`` and whether it loaded its graphs. It writes
+JSON to ``--out`` (default ``benchmarks/results/quickstart-<date>.json``). Run it on an
+otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 SUMMARY = re.compile(r"^(\d+) trials in ([0-9.]+)s")
+RETIMED = re.compile(r"^confirm: re-timing (\d+) settings")
 
 
 def compiled_trials(workdir: Path) -> list[dict[str, Any]]:
@@ -91,10 +93,14 @@ def run_once(label: str, extra: list[str], tree: str | None = None) -> dict[str,
     )
     wall = time.perf_counter() - start
     sweep_s = None
+    retimed = None
     for line in done.stdout.splitlines():
         match = SUMMARY.match(line.strip())
         if match:
             sweep_s = float(match.group(2))
+        match = RETIMED.match(line.strip())
+        if match:
+            retimed = int(match.group(1))
     if done.returncode != 0:
         print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
     return {
@@ -104,6 +110,7 @@ def run_once(label: str, extra: list[str], tree: str | None = None) -> dict[str,
         "exit_status": done.returncode,
         "wall_s": round(wall, 2),
         "sweep_s": sweep_s,
+        "retimed_settings": retimed,
         "compiled_trials": compiled_trials(workdir),
     }
 
