@@ -1,0 +1,172 @@
+"""A sweep's last phases: its trials as rows, the verdict (re-timed), and its end logged.
+
+:func:`conclude_trials` turns Tune's results and records into one row per trial and judges
+them, re-timing the settings in contention when the sweep's settings ask for it.
+:func:`end_sweep` logs the end to MLflow, closes the sweep's run and marks it ended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from versatil.errors import ConfigError
+from versatil.status import TrialStatus
+from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.engine.conclude import conclude
+from versatil.sweep.engine.confirm import confirm_or_explain, plan
+from versatil.sweep.engine.prepare import Prepared
+from versatil.sweep.engine.resume import mark_ended
+from versatil.sweep.engine.tracker import sweep_end
+from versatil.sweep.results.judgement import Judgement
+from versatil.sweep.results.records import TrialRecord, axes_of, read_trials
+from versatil.sweep.results.rows import TrialRow, make_row
+from versatil.sweep.storage import Storage
+from versatil.sweep.tracking import TrackingGap, close_sweep
+from versatil.sweep.vocab.keys import EPOCH, OBJECTIVE_MISSING, STATUS
+
+__all__ = ["Concluded", "conclude_trials", "end_sweep", "rows_from_results", "sync_command"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Concluded:
+    """A sweep's trials judged.
+
+    Attributes:
+        rows: One row per trial, in trial order.
+        judgement: The best trial, the Pareto ranking and the verdict.
+        records: Tune's records of the trials (every epoch each reported).
+        confirmation: The re-timing's rounds, when the candidates were re-timed.
+        missing: The first row whose module did not log the objective, else ``None``:
+            the sweep stopped there.
+    """
+
+    rows: list[TrialRow]
+    judgement: Judgement
+    records: list[TrialRecord]
+    confirmation: dict[str, Any] | None = None
+    missing: TrialRow | None = None
+
+
+def conclude_trials(
+    config: SweepConfig, prepared: Prepared, results: Any, stream: TextIO | None
+) -> Concluded:
+    """Rows from Tune's results and records, judged; re-timed when in contention."""
+    records = read_trials(prepared.storage.pull(prepared.name))
+    rows = rows_from_results(results, config, records, prepared.storage)
+    missing = next((r for r in rows if r.metrics.get(OBJECTIVE_MISSING)), None)
+    if missing is not None:
+        rows = [r if STATUS in r.metrics else _not_run(r) for r in rows]
+    rows, judgement = conclude(config, rows, records)
+    confirmation = None
+    found = plan(config, rows, judgement) if missing is None else []
+    if found:
+        confirmation = confirm_or_explain(config, found, stream or sys.stdout)
+        if confirmation is not None:
+            rows, judgement = conclude(config, rows, records, confirmation)
+    return Concluded(rows, judgement, records, confirmation, missing)
+
+
+def end_sweep(
+    config: SweepConfig, prepared: Prepared, tracker: Any, concluded: Concluded
+) -> TrackingGap | None:
+    """Logs the sweep's end, closes its MLflow run and marks it ended on the storage path.
+
+    Returns:
+        What is not in MLflow yet (the store did not answer), or ``None``.
+
+    Raises:
+        ConfigError: when the module did not log the objective: the sweep stopped there.
+    """
+    rows = concluded.rows
+    end = sweep_end(rows, concluded.judgement, concluded.confirmation)
+    gap = close_sweep(tracker, rows, concluded.records, end, sync_command(config))
+    storage, name = prepared.storage, prepared.name
+    if gap is None:  # else its end is not in MLflow yet: --auto-resume would log it
+        mark_ended(storage, name, tracker.context.parent_run_id, len(rows))
+    missing = concluded.missing
+    if missing is not None:
+        ran = sum(STATUS in r.metrics for r in rows)
+        raise ConfigError(
+            f"{missing.reason}. The sweep stopped at that result: every trial runs the same "
+            f"module ({ran} of {len(rows)} trials started, none trained past this epoch); "
+            f"its runs are under {storage.display(name)}"
+        )
+    return gap
+
+
+def sync_command(config: SweepConfig) -> str:
+    """The command that backfills this sweep's runs from its storage path."""
+    storage = config.location().display()
+    return f"python -m versatil.sweep sync {config.name} --storage-path {storage}"
+
+
+def rows_from_results(
+    results: Any,
+    config: SweepConfig,
+    records: Sequence[TrialRecord] = (),
+    storage: Storage | None = None,
+) -> list[TrialRow]:
+    """Turns a Tune ResultGrid into summary rows, in trial order.
+
+    Args:
+        results: Tune's ResultGrid.
+        config: The sweep.
+        records: Tune's records of the same trials (:func:`read_trials`): every epoch a
+            trial reported, before a restore too, where the grid holds the last run's.
+        storage: The storage path; on object storage, a row's checkpoint is its place in
+            the local mirror (see :mod:`versatil.sweep.storage`).
+    """
+    by_id = {record.trial_id: record for record in records}
+    results = list(results)
+    axes = axes_of(config, [result.config or {} for result in results])
+    rows = []
+    for result in results:
+        metrics = dict(result.metrics or {})
+        error = None
+        if result.error is not None:
+            error = str(result.error).strip() or type(result.error).__name__
+        # The trial's directory is named after it (trial_dirname_creator).
+        trial_id = Path(result.path).name if result.path else metrics.get("trial_id")
+        trial_config = result.config or {}
+        checkpoint = result.checkpoint.path if result.checkpoint else None
+        if checkpoint is not None and storage is not None and storage.remote:
+            checkpoint = str(storage.local_of(checkpoint))
+        record = by_id.get(trial_id)
+        if metrics.get("trial_id") not in (None, trial_id) and record and record.results:
+            # PBT exploited the trial at its last report: Tune then holds the copied trial's
+            # last result and checkpoint, and a mutated config never trained. The row is
+            # the trial's own: its last result, the config it trained with, its checkpoint.
+            metrics = dict(record.results[-1])
+            trial_config = metrics.pop("config", None) or record.config
+            checkpoint = record.checkpoint
+        rows.append(
+            make_row(
+                trial_id=trial_id,
+                config=trial_config,
+                metrics=metrics,
+                epochs=list(record.epochs() if record else ()) or _epochs_reported(result),
+                error=error,
+                checkpoint=checkpoint,
+                axes=axes,
+                objective=config.objective.metric,
+            )
+        )
+    return sorted(rows, key=lambda r: r.trial_id)
+
+
+def _epochs_reported(result: Any) -> list[int]:
+    """The epochs a trial of a ResultGrid reported in its last run (the grid's history)."""
+    frame = result.metrics_dataframe
+    if frame is None or EPOCH not in frame:
+        return []
+    return [int(e) for e in frame[EPOCH].dropna()]
+
+
+def _not_run(row: TrialRow) -> TrialRow:
+    """A trial the sweep never started because it stopped early."""
+    reason = "not run: the sweep stopped when the objective metric was found missing"
+    return dataclasses.replace(row, status=TrialStatus.STOPPED, reason=reason)
