@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from versatil.errors import ConfigError
 from versatil.sweep.cli.sync import add_sweep_arguments
@@ -89,10 +89,9 @@ def _confirm(
     config: SweepConfig, experiment_dir: Path, args: argparse.Namespace, out: TextIO
 ) -> int:
     """Judges the records, re-times the candidates, logs and prints the new verdict."""
-    from versatil.sweep.engine.conclude import conclude
-    from versatil.sweep.engine.confirm import confirm_candidates, plan
+    from versatil.sweep.engine.confirm import confirm_candidates
+    from versatil.sweep.engine.ending import judge_end
     from versatil.sweep.engine.shipping import connect_with, plan_for
-    from versatil.sweep.engine.tracker import sweep_end
     from versatil.sweep.results.judgement import summary_text
     from versatil.sweep.results.records import read_trials, rows_from_records
     from versatil.sweep.tracking import child_runs, log_end, reopen_sweep_run
@@ -100,21 +99,25 @@ def _confirm(
     from versatil.sweep.vocab import tags
 
     records = read_trials(experiment_dir)
-    rows, judgement = conclude(config, rows_from_records(records, config), records)
-    candidates = plan(config, rows, judgement)
-    if not candidates:
+    shipment = plan_for(config, args.address)  # the task's code, for the re-timing's node
+    contexts = []
+
+    def retime(found: list[Any]) -> dict[str, Any]:
+        # MLflow first: a store that does not answer fails before the rounds are spent.
+        contexts.append(reopen_sweep_run(experiment_dir, args.tracking_uri))
+        connect_with(shipment, args.address, out)
+        return confirm_candidates(config, found, out)
+
+    concluded = judge_end(config, rows_from_records(records, config), records, retime)
+    if concluded.confirmation is None:  # confirm.enabled is on: fewer than two candidates
         raise ConfigError(
             f"confirm: {experiment_dir.name} has fewer than two finished settings with a "
             "checkpoint: nothing to compare"
         )
-    shipment = plan_for(config, args.address)  # the task's code, for the re-timing's node
-    context = reopen_sweep_run(experiment_dir, args.tracking_uri)
-    connect_with(shipment, args.address, out)
-    document = confirm_candidates(config, candidates, out)
-    rows, judgement = conclude(config, rows, records, document)
+    (context,) = contexts
     store = mlflow_client(context.tracking_uri)
     runs = {r.data.tags.get(tags.TRIAL_ID): r for r in child_runs(store, context)}
-    log_end(store, context.parent_run_id, runs, sweep_end(rows, judgement, document))
+    log_end(store, context.parent_run_id, runs, concluded.end())
     print(file=out)
-    print(summary_text(rows, judgement), file=out)
+    print(summary_text(concluded.rows, concluded.judgement), file=out)
     return 0

@@ -101,8 +101,8 @@ def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> Sy
     """Reconciles one sweep invocation's runs with Tune's records in ``experiment_dir``."""
     from versatil.status import TrialStatus
     from versatil.sweep.config.load import validate_sweep
-    from versatil.sweep.engine.conclude import conclude
-    from versatil.sweep.engine.tracker import make_tracker, sweep_end
+    from versatil.sweep.engine.ending import judge_end
+    from versatil.sweep.engine.tracker import make_tracker
     from versatil.sweep.results.records import read_trials, rows_from_records
     from versatil.sweep.tracking import reopen_sweep_run
     from versatil.sweep.tracking.reconcile import close_runs
@@ -117,9 +117,9 @@ def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> Sy
     config = validate_sweep(yaml.safe_load(sweep_file.read_text()))
     tracker = make_tracker(reopen_sweep_run(experiment_dir, tracking_uri), config)
     records = read_trials(experiment_dir)
-    rows = rows_from_records(records, config)
-    rows, judgement = conclude(config, rows, records)
-    done = close_runs(tracker, rows, records, sweep_end(rows, judgement))
+    concluded = judge_end(config, rows_from_records(records, config), records)
+    rows = concluded.rows
+    done = close_runs(tracker, rows, records, concluded.end())
     return SyncOutcome(
         experiment_dir=experiment_dir,
         epochs=done.epochs,

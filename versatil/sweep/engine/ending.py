@@ -1,7 +1,8 @@
 """A sweep's last phases: its trials as rows, the verdict (re-timed), and its end logged.
 
-:func:`conclude_trials` turns Tune's results and records into one row per trial and judges
-them, re-timing the settings in contention when the sweep's settings ask for it.
+:func:`judge_end` is the one end of a sweep, for ``run``, ``sync`` and ``confirm``: rows
+judged, the settings in contention re-timed when asked. :func:`conclude_trials` gives it a
+live sweep's rows, from Tune's results and records.
 :func:`end_sweep` logs the end to MLflow, closes the sweep's run and marks it ended.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -20,7 +21,8 @@ from versatil.sweep.engine.conclude import conclude
 from versatil.sweep.engine.confirm import confirm_or_explain, plan
 from versatil.sweep.engine.prepare import Prepared
 from versatil.sweep.engine.resume import mark_ended
-from versatil.sweep.engine.tracker import sweep_end
+from versatil.sweep.engine.tracker import SweepEnd, sweep_end
+from versatil.sweep.results.confirmation import Candidate
 from versatil.sweep.results.judgement import Judgement
 from versatil.sweep.results.records import TrialRecord, axes_of, read_trials
 from versatil.sweep.results.rows import TrialRow, make_row
@@ -28,7 +30,15 @@ from versatil.sweep.storage import Storage
 from versatil.sweep.tracking import TrackingGap, close_sweep
 from versatil.sweep.vocab.keys import EPOCH, OBJECTIVE_MISSING, STATUS
 
-__all__ = ["Concluded", "conclude_trials", "end_sweep", "rows_from_results", "sync_command"]
+__all__ = [
+    "Concluded",
+    "Retime",
+    "conclude_trials",
+    "end_sweep",
+    "judge_end",
+    "rows_from_results",
+    "sync_command",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +60,43 @@ class Concluded:
     confirmation: dict[str, Any] | None = None
     missing: TrialRow | None = None
 
+    def end(self) -> SweepEnd:
+        """What MLflow records of this end: the verdict, tags, the re-timing's rounds."""
+        return sweep_end(self.rows, self.judgement, self.confirmation)
+
+
+Retime = Callable[[list[Candidate]], "dict[str, Any] | None"]
+"""Re-times the candidates; gives the rounds' document, or ``None`` when it failed."""
+
+
+def judge_end(
+    config: SweepConfig,
+    rows: Sequence[TrialRow],
+    records: Sequence[TrialRecord],
+    retime: Retime | None = None,
+    missing: TrialRow | None = None,
+) -> Concluded:
+    """The one end of a sweep, for ``run``, ``sync`` and ``confirm``: rows judged.
+
+    With ``retime``, the settings in contention (when the sweep's ``confirm`` settings ask
+    for it) are re-timed and judged again with the rounds, which decide the verdict.
+
+    Args:
+        config: The sweep.
+        rows: One row per trial.
+        records: Tune's records of them.
+        retime: What re-times candidates; ``None`` keeps the trials' own timing.
+        missing: The row whose module did not log the objective: nothing is re-timed.
+    """
+    rows, judgement = conclude(config, rows, records)
+    confirmation = None
+    found = plan(config, rows, judgement) if retime is not None and missing is None else []
+    if found:
+        confirmation = retime(found)
+        if confirmation is not None:
+            rows, judgement = conclude(config, rows, records, confirmation)
+    return Concluded(rows, judgement, list(records), confirmation, missing)
+
 
 def conclude_trials(
     config: SweepConfig, prepared: Prepared, results: Any, stream: TextIO | None
@@ -60,14 +107,11 @@ def conclude_trials(
     missing = next((r for r in rows if r.metrics.get(OBJECTIVE_MISSING)), None)
     if missing is not None:
         rows = [r if STATUS in r.metrics else _not_run(r) for r in rows]
-    rows, judgement = conclude(config, rows, records)
-    confirmation = None
-    found = plan(config, rows, judgement) if missing is None else []
-    if found:
-        confirmation = confirm_or_explain(config, found, stream or sys.stdout)
-        if confirmation is not None:
-            rows, judgement = conclude(config, rows, records, confirmation)
-    return Concluded(rows, judgement, records, confirmation, missing)
+
+    def retime(found: list[Candidate]) -> dict[str, Any] | None:
+        return confirm_or_explain(config, found, stream or sys.stdout)
+
+    return judge_end(config, rows, records, retime, missing)
 
 
 def end_sweep(
@@ -82,8 +126,7 @@ def end_sweep(
         ConfigError: when the module did not log the objective: the sweep stopped there.
     """
     rows = concluded.rows
-    end = sweep_end(rows, concluded.judgement, concluded.confirmation)
-    gap = close_sweep(tracker, rows, concluded.records, end, sync_command(config))
+    gap = close_sweep(tracker, rows, concluded.records, concluded.end(), sync_command(config))
     storage, name = prepared.storage, prepared.name
     if gap is None:  # else its end is not in MLflow yet: --auto-resume would log it
         mark_ended(storage, name, tracker.context.parent_run_id, len(rows))
