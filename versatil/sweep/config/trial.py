@@ -6,11 +6,11 @@ so neither imports the other's.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from versatil.sweep.config.axes import ENUM_AXES
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.vocab.direction import Direction
 from versatil.sweep.vocab.keys import SEED
 from versatil.training.config import TrainConfig
 from versatil.training.hardware.dtypes import compute_dtype
@@ -21,7 +21,7 @@ __all__ = ["compute_dtypes", "train_config_for", "worst_value"]
 
 def worst_value(mode: str) -> float:
     """The objective reported by trials that produced none (infeasible ones)."""
-    return math.inf if mode == "min" else -math.inf
+    return Direction(mode).worst
 
 
 def train_config_for(axes: dict[str, Any], sweep: SweepConfig) -> TrainConfig:

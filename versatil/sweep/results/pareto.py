@@ -15,6 +15,7 @@ from typing import Any
 
 from versatil.status import TrialStatus
 from versatil.sweep.results.rows import full_budget, value_of
+from versatil.sweep.vocab.direction import Direction
 from versatil.training.metric_names import SAMPLES_PER_SEC
 
 __all__ = [
@@ -108,8 +109,8 @@ def rank_rows(rows: Sequence[Any], objectives: Sequence[tuple[str, str]]) -> Ran
     for row in rows:
         values = [value_of(row, metric) for metric, _ in objectives]
         if full_budget(row) and None not in values:
-            signs = [1.0 if mode == "min" else -1.0 for _, mode in objectives]
-            points[row.trial_id] = [s * v for s, v in zip(signs, values, strict=True)]
+            directions = [Direction(mode) for _, mode in objectives]
+            points[row.trial_id] = [d.as_loss(v) for d, v in zip(directions, values, strict=True)]
         elif row.status == TrialStatus.STOPPED:
             left_out[row.trial_id] = "stopped early by the scheduler: did not finish"
         elif row.status != TrialStatus.COMPLETED:

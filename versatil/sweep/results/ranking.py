@@ -21,6 +21,7 @@ from versatil.sweep.results.rows import (
     timed_shared,
     value_of,
 )
+from versatil.sweep.vocab.direction import Direction
 from versatil.training.metric_names import SAMPLES_PER_SEC
 
 __all__ = [
@@ -43,8 +44,7 @@ def rank_key(row: TrialRow, mode: str) -> tuple[float, float, str]:
     value here, so throughput decides between them: a float64 trial whose accuracy beats a
     float32 one's by 1e-8 (the same predictions) does not win on it.
     """
-    sign = 1.0 if mode == "min" else -1.0
-    return sign * _rounded(float(row.objective)), -throughput(row), row.trial_id
+    return Direction(mode).as_loss(_rounded(float(row.objective))), -throughput(row), row.trial_id
 
 
 def _rounded(value: float) -> float:
@@ -93,9 +93,9 @@ def pareto_front(rows: Sequence[TrialRow], mode: str) -> set[str]:
     stopped early is not) is at least as good on both (a better or equal objective and at
     least its throughput) and strictly better on one.
     """
-    sign = 1.0 if mode == "min" else -1.0
+    direction = Direction(mode)
     points = {
-        r.trial_id: (sign * _rounded(float(r.objective)), -throughput(r))
+        r.trial_id: (direction.as_loss(_rounded(float(r.objective))), -throughput(r))
         for r in comparable(rows)
         if throughput(r) != float("-inf")
     }
@@ -140,8 +140,7 @@ def dominates_beyond_noise(a: TrialRow, b: TrialRow, mode: str, tolerance: float
     speed interval reaching ``b``'s) and better beyond noise on one: an objective better
     by more than the tolerance, or a speed interval wholly above ``b``'s.
     """
-    sign = 1.0 if mode == "min" else -1.0
-    gain = sign * (float(b.objective) - float(a.objective))  # > 0: a is better
+    gain = Direction(mode).as_loss(float(b.objective) - float(a.objective))  # > 0: a is better
     margin = tolerance * abs(float(b.objective))
     (a_low, a_high), (b_low, b_high) = _speed(a), _speed(b)
     no_worse = gain >= -margin and a_high >= b_low

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from versatil.sweep.results.rows import TrialRow
+from versatil.sweep.vocab.direction import Direction
 from versatil.training.metric_names import EPOCH_TIME_S
 
 __all__ = [
@@ -37,7 +38,7 @@ History = list[tuple[float, float | None]]
 def reached(value: float, target: float, mode: str, tolerance: float) -> bool:
     """Whether ``value`` reached ``target``, within ``tolerance`` of it (relative)."""
     margin = tolerance * abs(target)
-    return value <= target + margin if mode == "min" else value >= target - margin
+    return Direction(mode).no_worse_than(value, target, margin)
 
 
 def time_to_target(history: History, target: float, mode: str, tolerance: float) -> float | None:

@@ -44,6 +44,7 @@ from versatil.sweep.results.ranking import rank_key
 from versatil.sweep.results.rows import TrialRow, full_budget, timed_shared, value_of
 from versatil.sweep.results.target import TIME_TO_TARGET
 from versatil.sweep.results.verdict_text import verdict_text
+from versatil.sweep.vocab.direction import Direction
 from versatil.sweep.vocab.keys import SEED
 from versatil.training.metric_names import SAMPLES_PER_SEC
 from versatil.training.spec import setting_label
@@ -134,14 +135,14 @@ def _speedup(rows: Sequence[TrialRow], reference: Sequence[TrialRow]) -> Estimat
 
 def _best_configuration(rows: Sequence[TrialRow], mode: str) -> list[TrialRow]:
     """The replicates of the configuration with the best mean objective."""
-    sign = 1.0 if mode == "min" else -1.0
+    direction = Direction(mode)
     groups: dict[tuple[tuple[str, str], ...], list[TrialRow]] = {}
     for row in rows:
         groups.setdefault(_params(row.axes), []).append(row)
 
     def key(item: tuple[Any, list[TrialRow]]) -> tuple[float, Any]:
         mean = statistics.fmean(float(r.objective) for r in item[1])  # type: ignore[arg-type]
-        return sign * float(f"{mean:.6g}"), item[0]
+        return direction.as_loss(float(f"{mean:.6g}")), item[0]
 
     return min(groups.items(), key=key)[1]
 
@@ -166,7 +167,7 @@ def _no_worse(change: Estimate | None, mode: str, tolerance: float) -> bool:
     """Within ``tolerance`` of the reference, or a difference within seed noise."""
     if change is None or change.value == 0:
         return True
-    worsening = change.value if mode == "min" else -change.value
+    worsening = Direction(mode).as_loss(change.value)
     within_noise = change.bounded and change.low <= 0 <= change.high
     return worsening <= tolerance or within_noise
 
