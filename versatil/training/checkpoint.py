@@ -9,11 +9,7 @@ checkpoint (weights under ``CheckpointKey.STATE_DICT``, normalizer statistics un
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
-import tempfile
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +18,7 @@ import torch
 import yaml
 from typing_extensions import override
 
+from versatil.files import atomic_write
 from versatil.training.apply import apply_settings
 from versatil.training.config import TrainConfig
 from versatil.training.constants import CheckpointFilename
@@ -29,33 +26,12 @@ from versatil.training.tasks import build_task
 
 __all__ = [
     "CheckpointDirWriter",
-    "atomic_write",
+    "atomic_write",  # versatil.files's, re-exported: quantization writes its directory with it
     "build_module",
     "read_checkpoint",
     "read_config",
     "write_checkpoint_dir",
 ]
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Calls ``write(tmp)`` on a temporary path beside ``path``, then renames it over ``path``.
-
-    A write that raises leaves ``path`` as it was and removes the temporary file or folder.
-    """
-    path = Path(path)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent)) / path.name
-    try:
-        write(tmp)
-        if path.is_dir() and tmp.is_dir():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-    finally:
-        shutil.rmtree(tmp.parent, ignore_errors=True)
 
 
 def write_checkpoint_dir(trainer: L.Trainer, directory: Path, config: TrainConfig) -> Path:

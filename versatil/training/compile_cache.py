@@ -23,7 +23,7 @@ shares the result through a directory every worker can reach (the sweep's storag
   kernels) plus, on CPU, the C++ kernels (``.so``) inductor built during the fit, which
   the portable artifacts do not carry. A kernel's file name is the hash of its source and
   compiler command (ISA flags included), so a node that builds differently misses it and
-  compiles. Written atomically (a temporary file, then ``os.replace``).
+  compiles. Written atomically (:func:`versatil.files.atomic_write`).
 
 What a trial reports (epoch metrics): ``compile/cache_loaded`` (1 when it loaded a bundle),
 ``compile/cache_published``, ``compile/cache_wait_s``, and inductor's
@@ -39,11 +39,9 @@ import hashlib
 import io
 import json
 import logging
-import os
 import socket
 import tarfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +49,7 @@ import lightning as L
 import torch
 from torch import nn
 
+from versatil.files import atomic_write
 from versatil.training.spec import DeviceInfo, TrialSettings
 
 __all__ = ["CompileCache", "CompileCacheSession", "cache_key"]
@@ -211,7 +210,8 @@ class CompileCacheSession(L.Callback):
                         continue
                     target.parent.mkdir(parents=True, exist_ok=True)
                     data = archive.extractfile(member)
-                    _write_atomically(target, data.read() if data else b"")
+                    content = data.read() if data else b""
+                    atomic_write(target, lambda tmp, content=content: tmp.write_bytes(content))
         except (OSError, tarfile.TarError, RuntimeError) as error:
             log.warning("compile cache: could not load %s: %s", self.bundle, error)
             return False
@@ -232,7 +232,7 @@ class CompileCacheSession(L.Callback):
             local = _inductor_cache_dir()
             for path in _kernel_files(self._started):
                 _add(archive, _KERNELS + str(path.relative_to(local)), path.read_bytes())
-        _write_atomically(self.bundle, buffer.getvalue())
+        atomic_write(self.bundle, lambda tmp: tmp.write_bytes(buffer.getvalue()))
         return True
 
     # --- the fit ---------------------------------------------------------------------------
@@ -287,13 +287,3 @@ def _add(archive: tarfile.TarFile, name: str, data: bytes) -> None:
     info.size = len(data)
     info.mtime = int(time.time())
     archive.addfile(info, io.BytesIO(data))
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        temporary.write_bytes(data)
-        os.replace(temporary, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()

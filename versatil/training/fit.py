@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
-from typing_extensions import override
 
 from versatil.status import TrialStatus
 from versatil.training.apply import (
@@ -32,6 +30,7 @@ from versatil.training.hardware.utilization import UtilizationMonitor
 from versatil.training.in_effect import SettingsNotInEffectError, SettingsProbe
 from versatil.training.metric_names import SAMPLES_PER_SEC
 from versatil.training.metrics import ThroughputMonitor
+from versatil.training.optimizer_restore import OptimizerHparams
 from versatil.training.sharing import DeviceShareMonitor, Tenants
 from versatil.training.spec import DeviceInfo
 from versatil.training.tasks import build_task
@@ -81,119 +80,6 @@ class TrainResult:
     datamodule: L.LightningDataModule
     unconfirmed: list[str] = dataclasses.field(default_factory=list)
     notes: dict[str, str] = dataclasses.field(default_factory=dict)
-
-
-class OptimizerHparams(L.Callback):
-    """Keeps the configured optimizer hyperparameters through a restore; reports them.
-
-    Resuming a fit from a checkpoint restores the optimizers' state and, with it, the
-    hyperparameters their param groups held when the checkpoint was written. For each key
-    in ``keys`` (``lr``, ``weight_decay``, ``momentum``, ``eps``, ...) the value this run's
-    ``configure_optimizers`` set wins instead, group by group: it is read after the
-    optimizers are built and before Lightning restores them (``on_fit_start``), and set
-    again once they are restored (``on_train_start``). So a PBT exploit, which restores
-    another trial's checkpoint under mutated params, trains with the mutated values, and
-    per-group factors the task applies (a smaller lr for a backbone, say) are kept.
-
-    With an lr scheduler the configured ``lr`` is the schedule's base: the restored lr is
-    scaled by configured / restored base lr, and the schedulers' ``base_lrs`` are set, so
-    the schedule goes on from where it was. (Schedulers that keep bounds of their own,
-    such as OneCycleLR's ``max_lr``, keep those.)
-
-    :meth:`epoch_metrics` gives ``optimizer/<key>`` for ``lr`` and each of ``keys``: the
-    values the epoch started with, in the first param group of the first optimizer.
-    """
-
-    def __init__(self, keys: Collection[str] = ()) -> None:
-        """Sets up the callback.
-
-        Args:
-            keys: Param-group keys whose configured values win over restored ones.
-        """
-        self.keys = tuple(dict.fromkeys(keys))
-        self._configured: list[list[dict[str, Any]]] = []
-        self._epoch_values: dict[str, float] = {}
-
-    @override
-    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        keys = (*self.keys, "initial_lr") if "lr" in self.keys else self.keys
-        self._configured = [
-            [{k: _copy(group[k]) for k in keys if k in group} for group in optimizer.param_groups]
-            for optimizer in trainer.optimizers
-        ]
-
-    @override
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.ckpt_path is None or not self.keys:
-            return  # nothing was restored: the optimizers hold their configured values
-        for optimizer, configured in zip(trainer.optimizers, self._configured, strict=False):
-            for index, (group, values) in enumerate(
-                zip(optimizer.param_groups, configured, strict=False)
-            ):
-                for key, value in values.items():
-                    if key == "initial_lr":
-                        continue
-                    if key == "lr" and "initial_lr" in values and "initial_lr" in group:
-                        value = _scaled_lr(group, values["initial_lr"])
-                        self._set_base_lr(trainer, optimizer, index, values["initial_lr"])
-                    _set(group, key, value)
-
-    @staticmethod
-    def _set_base_lr(trainer: L.Trainer, optimizer: Any, index: int, base: Any) -> None:
-        _set(optimizer.param_groups[index], "initial_lr", base)
-        for config in trainer.lr_scheduler_configs:
-            scheduler = config.scheduler
-            if getattr(scheduler, "optimizer", None) is optimizer and hasattr(
-                scheduler, "base_lrs"
-            ):
-                scheduler.base_lrs[index] = _number(base)
-
-    @override
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # Read now: epoch-interval lr schedulers step before the epoch's end hooks run.
-        self._epoch_values = {}
-        if not trainer.optimizers or not trainer.optimizers[0].param_groups:
-            return
-        group = trainer.optimizers[0].param_groups[0]
-        for key in dict.fromkeys(("lr", *self.keys)):
-            value = _number(group.get(key))
-            if value is not None:
-                self._epoch_values[f"optimizer/{key}"] = value
-
-    def epoch_metrics(self) -> dict[str, float]:
-        """``optimizer/<key>`` as the epoch started, from the first optimizer's first group."""
-        return dict(self._epoch_values)
-
-
-def _copy(value: Any) -> Any:
-    return value.detach().clone() if isinstance(value, torch.Tensor) else value
-
-
-def _number(value: Any) -> float | None:
-    """A param-group value as a float, or ``None`` when it is not one number (betas)."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return float(value.item())
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def _set(group: dict[str, Any], key: str, value: Any) -> None:
-    # A tensor lr (capturable or fused optimizers) is updated in place, keeping its device.
-    if isinstance(group.get(key), torch.Tensor):
-        group[key].fill_(_number(value))
-    else:
-        group[key] = _copy(value)
-
-
-def _scaled_lr(group: dict[str, Any], configured_base: Any) -> float | None:
-    """The restored lr, moved onto the configured base lr of its schedule."""
-    restored_base = _number(group["initial_lr"])
-    lr = _number(group["lr"])
-    base = _number(configured_base)
-    if not restored_base or lr is None or base is None:
-        return base if base is not None else lr
-    return lr * base / restored_base
 
 
 class _EpochEndHook(L.Callback):
@@ -302,6 +188,28 @@ def _lightning_noise_quiet() -> Iterator[None]:
         yield
 
 
+def _build(
+    config: TrainConfig, device: DeviceInfo
+) -> tuple[L.LightningModule, L.LightningDataModule]:
+    """The task's model, its settings applied, and its datamodule, in a fresh process state.
+
+    Raises:
+        InfeasibleError: when the settings cannot run on ``device``.
+    """
+    reason = config.settings.infeasibility_reason(device)
+    if reason is not None:
+        raise InfeasibleError(reason)
+    reset_process_state(config.seed)
+    built: dict[str, Any] = {}
+
+    def build_model() -> L.LightningModule:
+        built["model"], built["datamodule"] = build_task(config.task, config.params)
+        return built["model"]
+
+    model = apply_settings(config.settings, build_model)
+    return model, built["datamodule"]
+
+
 def train(
     config: TrainConfig,
     checkpoint_dir: Path,
@@ -353,17 +261,7 @@ def train(
     """
     settings = config.settings
     device = device or DeviceInfo.detect(config.accelerator)
-    reason = settings.infeasibility_reason(device)
-    if reason is not None:
-        raise InfeasibleError(reason)
-    reset_process_state(config.seed)
-    built: dict[str, Any] = {}
-
-    def build_model() -> L.LightningModule:
-        built["model"], built["datamodule"] = build_task(config.task, config.params)
-        return built["model"]
-
-    model = apply_settings(settings, build_model)
+    model, datamodule = _build(config, device)
     monitor = ThroughputMonitor(
         compiled=settings.compile_mode is not None, warmup_steps=warmup_steps
     )
@@ -387,7 +285,7 @@ def train(
         compile_logs_to(log_path, _log_header(config)),
         cache or contextlib.nullcontext(),
     ):
-        trainer.fit(model, datamodule=built["datamodule"], ckpt_path=ckpt_path)
+        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
     if probe.fatal_problems:
         raise SettingsNotInEffectError(probe.fatal_problems)
     history = epoch_end.history
@@ -397,7 +295,7 @@ def train(
         history=history,
         checkpoint_dir=Path(checkpoint_dir),
         module=model,
-        datamodule=built["datamodule"],
+        datamodule=datamodule,
         unconfirmed=probe.problems,
         notes=dict(utilization.notes),
     )

@@ -19,12 +19,12 @@ import fcntl
 import os
 import re
 import shutil
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from versatil.files import atomic_write
 from versatil.sweep.storage.location import Location, redact
 
 __all__ = [
@@ -210,7 +210,8 @@ class Storage:
                     checkpoints.add(directory)
                     directory.mkdir(parents=True, exist_ok=True)
                     remote = "/".join([base, *relative[: at + 1]])
-                    _write_atomic(_marker(directory), self._uri(remote))
+                    uri = self._uri(remote)
+                    atomic_write(_marker(directory), lambda tmp, uri=uri: tmp.write_text(uri))
             elif info.type == fs.FileType.File:
                 # Tune rewrites its state in place: same size, same second on S3.
                 again = relative[-1].startswith("experiment_state-")
@@ -244,13 +245,6 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Writes ``text`` to ``path`` whole: a reader sees the old file or the new one."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.part")
-    partial.write_text(text)
-    partial.replace(path)
-
-
 def _download(filesystem: Any, info: Any, target: Path, again: bool = False) -> None:
     """Copies the file ``info`` describes to ``target`` unless it is there, unchanged."""
     mtime_ns = info.mtime_ns or 0
@@ -259,12 +253,15 @@ def _download(filesystem: Any, info: Any, target: Path, again: bool = False) -> 
         if held.st_size == info.size and held.st_mtime_ns == mtime_ns:
             return
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Unique: two processes of a node may fetch the same checkpoint at once.
-    partial = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.part")
-    with filesystem.open_input_stream(info.path) as source, partial.open("wb") as out:
-        shutil.copyfileobj(source, out, 1 << 20)
-    os.utime(partial, ns=(mtime_ns, mtime_ns))
-    partial.replace(target)
+
+    def fetch(partial: Path) -> None:
+        with filesystem.open_input_stream(info.path) as source, partial.open("wb") as out:
+            shutil.copyfileobj(source, out, 1 << 20)
+        os.utime(partial, ns=(mtime_ns, mtime_ns))
+
+    # Whole, and each call its own partial file: two processes of a node may fetch the
+    # same checkpoint at once.
+    atomic_write(target, fetch)
 
 
 def _marker(directory: Path) -> Path:
@@ -301,7 +298,7 @@ def local_checkpoint(checkpoint: str | os.PathLike) -> Path:
             relative = PurePosixPath(info.path).relative_to(path).parts
             _download(filesystem, info, target.joinpath(*relative))
     target.mkdir(parents=True, exist_ok=True)
-    _write_atomic(_marker(target), location_uri)
+    atomic_write(_marker(target), lambda tmp: tmp.write_text(location_uri))
     return target
 
 

@@ -19,7 +19,6 @@ import datetime
 import fcntl
 import json
 import math
-import os
 import re
 import socket
 import time
@@ -29,6 +28,7 @@ from typing import Any
 
 import torch
 
+from versatil.files import atomic_write
 from versatil.training.hardware.dtypes import torch_dtype_of
 
 __all__ = ["Ceiling", "CeilingCache", "ceiling_key", "measure_matmul"]
@@ -184,9 +184,8 @@ class CeilingCache:
                     ceiling.measured_at[dtype] = now
                     ceiling.measured_now.append(dtype)
                 if ceiling.measured_now:
-                    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                    tmp.write_text(json.dumps(ceiling.as_dict(), indent=2))
-                    os.replace(tmp, path)
+                    text = json.dumps(ceiling.as_dict(), indent=2)
+                    atomic_write(path, lambda tmp: tmp.write_text(text))
                 return ceiling
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
