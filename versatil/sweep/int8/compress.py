@@ -233,18 +233,17 @@ def compress_sweep(
         ConfigError: for an unknown sweep or trial, no finished trial, or a chosen trial
             without a checkpoint.
     """
-    from mlflow.tracking import MlflowClient
-
     from versatil.sweep.int8.runs import compressed_dir, log_int8_run
     from versatil.sweep.report.load import int8_rows
     from versatil.sweep.tracking import child_runs
+    from versatil.sweep.tracking.store import client as mlflow_client
     from versatil.sweep.vocab import tags
 
     stream = stream if stream is not None else sys.stdout
     report = _load(tracking_uri, experiment, parent_run_id)
     chosen = _choose(report, experiment, selection)
     context = report.context
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     runs = {r.data.tags.get(tags.TRIAL_ID): r for r in child_runs(client, context)}
     experiment_dir = client.get_run(context.parent_run_id).data.tags.get(tags.EXPERIMENT_DIR)
     checkpoints = [

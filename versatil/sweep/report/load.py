@@ -17,6 +17,7 @@ from versatil.sweep.results.hardware import CEILINGS_ARTIFACT
 from versatil.sweep.results.judgement import judge
 from versatil.sweep.results.rows import SETTINGS_COLUMNS, TrialRow, make_row
 from versatil.sweep.tracking import TrackingContext, child_runs
+from versatil.sweep.tracking.store import client as mlflow_client
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.names import CONFIRM_ARTIFACT
 
@@ -125,9 +126,7 @@ def load_report(
     Raises:
         ConfigError: when the experiment or its sweep runs do not exist.
     """
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
         names = [e.name for e in client.search_experiments()]

@@ -10,6 +10,7 @@ from pathlib import Path
 from versatil.sweep.report.load import SweepReport
 from versatil.sweep.report.render import render
 from versatil.sweep.results.plots import ExtraPoint, plot_front
+from versatil.sweep.tracking.store import client as mlflow_client
 from versatil.training.metric_names import SAMPLES_PER_SEC
 
 __all__ = ["int8_extra_points", "log_report", "write_plots"]
@@ -123,14 +124,12 @@ def log_report(
     report: SweepReport, directory: Path, extra_points: Sequence[ExtraPoint] = ()
 ) -> list[Path]:
     """Writes the plots, CSV and markdown to ``directory`` and logs them to the parent run."""
-    from mlflow.tracking import MlflowClient
-
     paths = write_plots(report, directory, extra_points)
     for name, fmt in (("report.csv", "csv"), ("report.md", "markdown")):
         path = directory / name
         path.write_text(render(report, fmt))
         paths.append(path)
-    client = MlflowClient(tracking_uri=report.context.tracking_uri)
+    client = mlflow_client(report.context.tracking_uri)
     for path in paths:
         client.log_artifact(report.context.parent_run_id, str(path), artifact_path="report")
     return paths

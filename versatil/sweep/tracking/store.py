@@ -195,7 +195,10 @@ def artifact_location(tracking_uri: str, storage_dir: Path | None) -> str | None
 
 
 def client(tracking_uri: str) -> Any:
-    """An ``MlflowClient`` of the store (imports MLflow on first use)."""
+    """An ``MlflowClient`` of the store (imports MLflow on first use).
+
+    Every ``MlflowClient`` versatil makes is made here (tracking, the report, INT8 runs).
+    """
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=tracking_uri)
