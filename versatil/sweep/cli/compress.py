@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from versatil.errors import ConfigError
-from versatil.sweep.cli.store import reading_store
+from versatil.sweep.cli.store import add_store_options, reading_store
 from versatil.sweep.config.post_training import Selection
 
 __all__ = [
@@ -47,14 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--top", type=int, metavar="K", help="the K best trials by objective")
     parser.add_argument("--trial", metavar="ID", help="one trial, by its id")
-    parser.add_argument(
-        "--tracking-uri",
-        default=None,
-        help="default: MLFLOW_TRACKING_URI, else the embedded SQLite store",
-    )
-    parser.add_argument(
-        "--storage-path", default="runs/sweeps", help="storage path holding the embedded store"
-    )
+    add_store_options(parser)
     parser.add_argument(
         "--backend",
         choices=("torchao", "torch.ao"),

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from versatil.errors import ConfigError
-from versatil.sweep.cli.store import reading_store
+from versatil.sweep.cli.store import add_store_options, reading_store
 from versatil.sweep.report.render import FORMATS
 
 if TYPE_CHECKING:
@@ -38,14 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser: The subcommand's parser.
     """
     parser.add_argument("experiment", help="the sweep's MLflow experiment (its name)")
-    parser.add_argument(
-        "--tracking-uri",
-        default=None,
-        help="default: MLFLOW_TRACKING_URI, else the embedded SQLite store",
-    )
-    parser.add_argument(
-        "--storage-path", default="runs/sweeps", help="storage path holding the embedded store"
-    )
+    add_store_options(parser)
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--output", type=Path, default=None, help="default: runs/reports/NAME")
 

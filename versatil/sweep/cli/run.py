@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from versatil.cli_common import parse_assignment
 from versatil.sweep.cli.logs import EMBEDDED_STORE_LOGGERS, quiet_loggers
+from versatil.sweep.cli.store import add_store_options
 from versatil.sweep.config.shipped import DEFAULT_SWEEP_NAME, resolve_config, shipped_sweeps
 
 if TYPE_CHECKING:
@@ -45,12 +46,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"(default: {DEFAULT_SWEEP_NAME})",
     )
     parser.add_argument("--address", default=None, help="address of a running Ray cluster")
-    parser.add_argument("--storage-path", default=None, help="where Tune keeps results")
-    parser.add_argument(
-        "--tracking-uri",
-        default=None,
-        help="MLflow server (http://host:port); default: mlflow.tracking_uri of the sweep, "
-        "else MLFLOW_TRACKING_URI, else a SQLite file under the storage path",
+    add_store_options(
+        parser,
+        storage_default=None,
+        storage_help="where Tune keeps results",
+        tracking_help="MLflow server (http://host:port); default: mlflow.tracking_uri of the "
+        "sweep, else MLFLOW_TRACKING_URI, else a SQLite file under the storage path",
     )
     resuming = parser.add_mutually_exclusive_group()
     resuming.add_argument(

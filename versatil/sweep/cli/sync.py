@@ -17,6 +17,7 @@ from typing import TextIO
 import yaml
 
 from versatil.errors import ConfigError, first_line
+from versatil.sweep.cli.store import add_store_options
 from versatil.sweep.storage import Storage, parse_location
 
 __all__ = [
@@ -55,9 +56,10 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         parser: The subcommand's parser.
     """
     parser.add_argument("sweep", help="the sweep's name (its runs are NAME-<time> directories)")
-    parser.add_argument("--storage-path", default="runs/sweeps", help="the sweep's storage path")
-    parser.add_argument(
-        "--tracking-uri", default=None, help="default: the store the sweep recorded"
+    add_store_options(
+        parser,
+        storage_help="the sweep's storage path",
+        tracking_help="default: the store the sweep recorded",
     )
 
 
