@@ -139,15 +139,7 @@ def post_training_compress(
     if target.resolve() == source.resolve():
         raise ValueError(f"output_dir must differ from checkpoint_dir ({source})")
     with quiet_torch_ao():
-        config, checkpoint = read_checkpoint(source)
-        if config.precision is PrecisionType.INT8:
-            raise ValueError(f"{source} already holds an INT8 model")
-        # The weights as stored, in float32 (a mixed-precision checkpoint holds float32
-        # weights), and the task's own entries (normalizer statistics) restored.
-        fp32 = build_module(config).to(torch.float32)
-        fp32.load_state_dict(checkpoint[CheckpointKey.STATE_DICT.value])
-        fp32.on_load_checkpoint(checkpoint)
-        fp32.eval()
+        config, checkpoint, fp32 = _float_model(source)
         # Copied before a trainer is attached to fp32; each quantization attempt copies it.
         pristine = copy.deepcopy(fp32)
         datamodule = build_task(config.task, config.params)[1]
@@ -187,6 +179,25 @@ def post_training_compress(
         output_dir=target,
         module=quantized,
     )
+
+
+def _float_model(source: Path) -> tuple[Any, dict[str, Any], torch.nn.Module]:
+    """The checkpoint's config, its contents and its model in float32, in eval mode.
+
+    The weights as stored, in float32 (a mixed-precision checkpoint holds float32
+    weights), and the task's own entries (normalizer statistics) restored.
+
+    Raises:
+        ValueError: when the checkpoint already holds an INT8 model.
+    """
+    config, checkpoint = read_checkpoint(source)
+    if config.precision is PrecisionType.INT8:
+        raise ValueError(f"{source} already holds an INT8 model")
+    fp32 = build_module(config).to(torch.float32)
+    fp32.load_state_dict(checkpoint[CheckpointKey.STATE_DICT.value])
+    fp32.on_load_checkpoint(checkpoint)
+    fp32.eval()
+    return config, checkpoint, fp32
 
 
 def _write(
