@@ -201,3 +201,22 @@ def test_importing_the_spec_leaves_torch_and_lightning_out():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_the_default_settings_as_axes_are_eager_fp32_the_verdicts_baseline():
+    from versatil.sweep.results.verdict import BASELINE
+
+    assert TrialSettings().as_axes() == {
+        "precision": "32",
+        "compile_mode": "none",
+        "matmul_precision": "highest",
+    }
+    assert TrialSettings().as_axes() == BASELINE
+    compiled = TrialSettings.from_config(
+        {"precision": "bf16-mixed", "compile_mode": "default", "matmul_precision": "medium"}
+    )
+    assert compiled.as_axes() == {
+        "precision": "bf16-mixed",
+        "compile_mode": "default",
+        "matmul_precision": "medium",
+    }

@@ -250,6 +250,20 @@ class TrialSettings:
             "matmul_precision": self.matmul_precision.value if self.matmul_precision else None,
         }
 
+    def as_axes(self) -> dict[str, str]:
+        """The settings as a sweep's axes hold them, what runs by default filled in.
+
+        Eager is ``"none"`` and torch's default matmul precision ``"highest"``: so
+        ``TrialSettings().as_axes()`` is eager fp32, the baseline a sweep's settings are
+        compared with.
+        """
+        matmul = self.matmul_precision or Float32MatmulPrecision.HIGHEST
+        return {
+            "precision": self.precision.value,
+            "compile_mode": self.compile_mode.value if self.compile_mode else "none",
+            "matmul_precision": matmul.value,
+        }
+
     def label(self, show_matmul: bool | None = None) -> str:
         """These settings in words (``bf16-mixed + default``); see :func:`setting_label`.
 

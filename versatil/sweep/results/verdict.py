@@ -47,7 +47,7 @@ from versatil.sweep.results.verdict_text import verdict_text
 from versatil.sweep.vocab.direction import Direction
 from versatil.sweep.vocab.keys import SEED
 from versatil.training.metric_names import SAMPLES_PER_SEC
-from versatil.training.spec import setting_label
+from versatil.training.spec import TrialSettings, setting_label
 
 __all__ = [
     "BASELINE",
@@ -58,8 +58,8 @@ __all__ = [
     "trial_speed",
 ]
 
-BASELINE = {"precision": "32", "compile_mode": "none", "matmul_precision": "highest"}
-"""Eager fp32: the settings every other setting's speed is compared with."""
+BASELINE = TrialSettings().as_axes()
+"""Eager fp32, training's own default settings: what every other setting is compared with."""
 
 THROUGHPUT = SAMPLES_PER_SEC
 
