@@ -31,6 +31,19 @@ def failures(caplog):
     return [m for r in caplog.records if "could not log to" in (m := r.getMessage())]
 
 
+def first_epochs_logged(uri, experiment):
+    """How many of the experiment's trial runs hold their first epoch's objective."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return 0
+    runs = client.search_runs([found.experiment_id], max_results=100)
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return sum(bool(client.get_metric_history(r.info.run_id, "val_loss")) for r in children)
+
+
 def test_postgresql_down_mid_sweep_then_back(ray_cluster, postgres_bin, tmp_path, caplog):
     from versatil.sweep.config.load import validate_sweep
     from versatil.sweep.engine.runner import run_sweep
@@ -44,6 +57,9 @@ def test_postgresql_down_mid_sweep_then_back(ray_cluster, postgres_bin, tmp_path
     def outage():
         for each in (gate, second):  # both trials wait at their second epoch
             wait_for(lambda each=each: Path(f"{each}.waiting").exists(), f"{each.name} waiting")
+        # And the driver has logged their first epochs: the database goes down between
+        # requests, not under one the server may have half-written.
+        wait_for(lambda: first_epochs_logged(uri, "pg-outage") == 2, "both first epochs logged")
         stop_postgres(database, remove=False)
         # One trial reports its remaining epochs, and ends, while the database is down.
         second.touch()
