@@ -126,13 +126,8 @@ def _session(sid: int) -> list[int]:
     return found
 
 
-def stop_ray_head(head: RayHead, timeout_s: float = 30) -> None:
-    """Stops every process of the head's session (SIGTERM, then SIGKILL) and removes its files."""
-    sid = head.process.pid
-    if head.process.poll() is None:
-        head.process.send_signal(signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        head.process.wait(timeout=timeout_s)
+def _kill_session(sid: int, timeout_s: float) -> None:
+    """Signals every process of session ``sid``: SIGTERM, then SIGKILL, each waited for."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in _session(sid):
             with contextlib.suppress(ProcessLookupError):
@@ -140,6 +135,15 @@ def stop_ray_head(head: RayHead, timeout_s: float = 30) -> None:
         deadline = time.monotonic() + timeout_s
         while _session(sid) and time.monotonic() < deadline:
             time.sleep(0.2)
+
+
+def stop_ray_head(head: RayHead, timeout_s: float = 30) -> None:
+    """Stops every process of the head's session (SIGTERM, then SIGKILL) and removes its files."""
+    if head.process.poll() is None:
+        head.process.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        head.process.wait(timeout=timeout_s)
+    _kill_session(head.process.pid, timeout_s)
     if head.process.poll() is None:
         head.process.kill()
     head.process.wait(timeout=timeout_s)
@@ -192,12 +196,5 @@ def start_hidden_node(
 
 def stop_ray_node(node: RayNode, timeout_s: float = 30) -> None:
     """Stops every process of the node's session: SIGTERM, then SIGKILL."""
-    sid = node.process.pid
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in _session(sid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + timeout_s
-        while _session(sid) and time.monotonic() < deadline:
-            time.sleep(0.2)
+    _kill_session(node.process.pid, timeout_s)
     node.process.wait(timeout=timeout_s)
