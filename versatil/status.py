@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["TrialStatus"]
+__all__ = ["MLFLOW_FINISHED", "MLFLOW_RUNNING", "TrialStatus"]
+
+MLFLOW_RUNNING = "RUNNING"
+"""MLflow's status of a run still open: its trial has not ended (or its driver was lost)."""
+
+MLFLOW_FINISHED = "FINISHED"
+"""MLflow's status of a run that ended well: a completed trial, an infeasible one, an INT8 run."""
 
 
 class TrialStatus(enum.StrEnum):
@@ -26,7 +32,7 @@ class TrialStatus(enum.StrEnum):
     def mlflow_status(self) -> str:
         """The MLflow run status a trial's run ends with."""
         return {
-            TrialStatus.COMPLETED: "FINISHED",
-            TrialStatus.INFEASIBLE: "FINISHED",
+            TrialStatus.COMPLETED: MLFLOW_FINISHED,
+            TrialStatus.INFEASIBLE: MLFLOW_FINISHED,
             TrialStatus.STOPPED: "KILLED",
         }.get(self, "FAILED")

@@ -94,9 +94,8 @@ def _confirm(
     from versatil.sweep.engine.shipping import connect_with, plan_for
     from versatil.sweep.results.judgement import summary_text
     from versatil.sweep.results.records import read_trials, rows_from_records
-    from versatil.sweep.tracking import child_runs, log_end, reopen_sweep_run
+    from versatil.sweep.tracking import log_end, reopen_sweep_run, runs_by_trial
     from versatil.sweep.tracking.store import client as mlflow_client
-    from versatil.sweep.vocab import tags
 
     records = read_trials(experiment_dir)
     shipment = plan_for(config, args.address)  # the task's code, for the re-timing's node
@@ -116,8 +115,7 @@ def _confirm(
         )
     (context,) = contexts
     store = mlflow_client(context.tracking_uri)
-    runs = {r.data.tags.get(tags.TRIAL_ID): r for r in child_runs(store, context)}
-    log_end(store, context.parent_run_id, runs, concluded.end())
+    log_end(store, context.parent_run_id, runs_by_trial(store, context), concluded.end())
     print(file=out)
     print(summary_text(concluded.rows, concluded.judgement), file=out)
     return 0

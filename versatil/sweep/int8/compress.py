@@ -235,17 +235,17 @@ def compress_sweep(
     """
     from versatil.sweep.int8.runs import compressed_dir, log_int8_run
     from versatil.sweep.report.load import int8_rows
-    from versatil.sweep.tracking import child_runs
+    from versatil.sweep.tracking import runs_by_trial
     from versatil.sweep.tracking.store import client as mlflow_client
-    from versatil.sweep.vocab import tags
+    from versatil.sweep.vocab.run_tags import SweepTags
 
     stream = stream if stream is not None else sys.stdout
     report = _load(tracking_uri, experiment, parent_run_id)
     chosen = _choose(report, experiment, selection)
     context = report.context
     client = mlflow_client(tracking_uri)
-    runs = {r.data.tags.get(tags.TRIAL_ID): r for r in child_runs(client, context)}
-    experiment_dir = client.get_run(context.parent_run_id).data.tags.get(tags.EXPERIMENT_DIR)
+    runs = runs_by_trial(client, context)
+    experiment_dir = SweepTags.read(client.get_run(context.parent_run_id).data.tags).experiment_dir
     checkpoints = [
         locate_checkpoint(client, runs[row.trial_id], experiment_dir, row.trial_id)
         for row in chosen

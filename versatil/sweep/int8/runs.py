@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from versatil.status import MLFLOW_FINISHED
 from versatil.sweep.tracking import TrackingContext
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.names import CHECKPOINT_ARTIFACT, int8_dir, int8_run_name
@@ -90,7 +91,7 @@ def log_int8_run(
         run_id, metrics=metrics, params=[Param(f"int8.{k}", v) for k, v in params.items()]
     )
     client.log_artifacts(run_id, str(result.output_dir), artifact_path=CHECKPOINT_ARTIFACT)
-    client.set_terminated(run_id, "FINISHED")
+    client.set_terminated(run_id, MLFLOW_FINISHED)
     return run_id
 
 

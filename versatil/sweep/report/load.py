@@ -12,14 +12,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from versatil.errors import ConfigError
-from versatil.status import TrialStatus
+from versatil.status import MLFLOW_FINISHED
 from versatil.sweep.results.hardware import CEILINGS_ARTIFACT
-from versatil.sweep.results.judgement import judge
+from versatil.sweep.results.judgement import Judgement, judge
 from versatil.sweep.results.rows import SETTINGS_COLUMNS, TrialRow, make_row
 from versatil.sweep.tracking import TrackingContext, child_runs
 from versatil.sweep.tracking.store import client as mlflow_client
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.names import CONFIRM_ARTIFACT
+from versatil.sweep.vocab.run_tags import Int8Tags, SweepTags, TrialTags
 
 __all__ = ["Int8Row", "SweepReport", "int8_rows", "load_report", "read_confirmation"]
 
@@ -57,18 +58,17 @@ def int8_rows(client: Any, context: TrackingContext) -> list[Int8Row]:
     )
     latest: dict[str, Int8Row] = {}
     for run in runs:
-        if run.info.status != "FINISHED":
+        if run.info.status != MLFLOW_FINISHED:
             continue
-        held = run.data.tags
-        trial_id = held.get(tags.INT8_TRIAL, "")
+        held = Int8Tags.read(run.data.tags)
         latest.setdefault(
-            trial_id,
+            held.trial_id,
             Int8Row(
-                trial_id=trial_id,
+                trial_id=held.trial_id,
                 run_id=run.info.run_id,
-                parent_run_id=held.get(tags.PARENT, ""),
-                backend=held.get(tags.INT8_BACKEND, ""),
-                source=held.get(tags.INT8_SOURCE, ""),
+                parent_run_id=held.parent_run_id,
+                backend=held.backend,
+                source=held.source,
                 metrics=dict(run.data.metrics),
             ),
         )
@@ -87,6 +87,8 @@ class SweepReport:
         confirmation: The re-timing's rounds, when the sweep's end re-timed its candidates
             (:mod:`versatil.sweep.results.confirmation`); they decide the verdict.
         target: The objective the trials' ``time_to_target_s`` was measured to, if any.
+        judgement: The rows' judgement, when the caller judged them already (the sweep's
+            end); default: judged here.
     """
 
     def __init__(
@@ -98,13 +100,16 @@ class SweepReport:
         tolerance: float = 0.01,
         confirmation: Mapping[str, Any] | None = None,
         target: float | None = None,
+        judgement: Judgement | None = None,
     ) -> None:
         self.context = context
         self.mode = mode
         self.rows = rows
         self.objectives = objectives or [(context.objective, mode)]
         self.confirmation = confirmation
-        self.judgement = judge(rows, self.objectives, tolerance, confirmation, target)
+        if judgement is None:
+            judgement = judge(rows, self.objectives, tolerance, confirmation, target)
+        self.judgement = judgement
         self.marks = self.judgement.marks
         self.int8: list[Int8Row] = []  # the INT8 runs of `compress`, one per trial
         self.ceilings: list[dict[str, Any]] = []  # the devices' measured matmul ceilings
@@ -119,12 +124,23 @@ def _number(text: str) -> Any:
 
 
 def load_report(
-    tracking_uri: str, experiment: str, parent_run_id: str | None = None
+    tracking_uri: str,
+    experiment: str,
+    parent_run_id: str | None = None,
+    judgement: Judgement | None = None,
 ) -> SweepReport:
     """Reads the latest (or the given) sweep run of ``experiment`` and its trials.
 
+    Args:
+        tracking_uri: The tracking store.
+        experiment: The sweep's MLflow experiment.
+        parent_run_id: The sweep run; default the latest of the experiment.
+        judgement: The judgement of the same rows, when the caller holds it (the sweep's
+            own end): the report uses it instead of judging the rows again.
+
     Raises:
-        ConfigError: when the experiment or its sweep runs do not exist.
+        ConfigError: when the experiment or its sweep runs do not exist, or the sweep
+            run's tags hold values no sweep writes.
     """
     client = mlflow_client(tracking_uri)
     found = client.get_experiment_by_name(experiment)
@@ -134,65 +150,74 @@ def load_report(
             f"report: no MLflow experiment {experiment!r} at {tracking_uri}; "
             f"choose from {', '.join(sorted(names)) or 'none (run a sweep first)'}"
         )
-    if parent_run_id is None:
-        parents = client.search_runs(
-            [found.experiment_id],
-            filter_string=f"tags.`{tags.OBJECTIVE}` != ''",
-            order_by=["attributes.start_time DESC"],
-            max_results=1,
-        )
-        if not parents:
-            raise ConfigError(f"report: experiment {experiment!r} holds no sweep run")
-        parent = parents[0]
-    else:
-        parent = client.get_run(parent_run_id)
-    objective = parent.data.tags[tags.OBJECTIVE]
+    parent = _parent_run(client, found.experiment_id, experiment, parent_run_id)
+    held = SweepTags.read(parent.data.tags)
     context = TrackingContext(
         tracking_uri=tracking_uri,
         experiment_id=found.experiment_id,
         parent_run_id=parent.info.run_id,
-        objective=objective,
+        objective=held.objective,
     )
-    rows = []
-    for run in child_runs(client, context):
-        metrics = dict(run.data.metrics)
-        value = metrics.get(objective)
-        history = client.get_metric_history(run.info.run_id, objective) if value is not None else []
-        params = run.data.params
-        names = run.data.tags.get(tags.AXES)
-        axes = {
-            k: v if k in SETTINGS_COLUMNS else _number(v)
-            for k, v in params.items()
-            if (k in names.split(",") if names is not None else k not in _NOT_AXES)
-        }
-        # Params hold the values the run opened with; a PBT exploit may have mutated them.
-        trained = json.loads(run.data.tags.get(tags.TRAINED_AXES, "{}"))
-        axes.update((k, v) for k, v in trained.items() if k in axes and v is not None)
-        rows.append(
-            make_row(
-                trial_id=run.data.tags.get(tags.TRIAL_ID, run.info.run_id),
-                config=axes,
-                metrics=metrics,
-                # Every step the objective was logged at: a retried epoch is one step.
-                epochs=[m.step for m in history],
-                axes=list(axes),
-                objective=objective,
-                status=TrialStatus(run.data.tags.get(tags.STATUS, TrialStatus.RUNNING)),
-                reason=run.data.tags.get(tags.REASON, ""),
-            )
-        )
-    rows.sort(key=lambda r: r.trial_id)
-    held = parent.data.tags
-    mode = held.get(tags.MODE, "min")
-    objectives = [tuple(o) for o in json.loads(held.get(tags.OBJECTIVES, "[]"))]
-    tolerance = float(held.get(tags.TOLERANCE, 0.01))
+    rows = sorted(
+        (_trial_row(client, run, held.objective) for run in child_runs(client, context)),
+        key=lambda r: r.trial_id,
+    )
     confirmation = read_confirmation(client, parent.info.run_id)
-    target = float(held[tags.TARGET]) if tags.TARGET in held else None
-    report = SweepReport(context, mode, rows, objectives or None, tolerance, confirmation, target)
+    report = SweepReport(
+        context,
+        held.mode,
+        rows,
+        [(m, d.value) for m, d in held.objectives],
+        held.tolerance,
+        confirmation,
+        held.target,
+        judgement,
+    )
     report.int8 = int8_rows(client, context)
     ceilings = read_document(client, parent.info.run_id, CEILINGS_ARTIFACT)
     report.ceilings = list((ceilings or {}).get("ceilings", []))
     return report
+
+
+def _parent_run(client: Any, experiment_id: str, name: str, run_id: str | None) -> Any:
+    """The sweep run ``run_id``, or the latest sweep run of the experiment."""
+    if run_id is not None:
+        return client.get_run(run_id)
+    parents = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`{tags.OBJECTIVE}` != ''",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if not parents:
+        raise ConfigError(f"report: experiment {name!r} holds no sweep run")
+    return parents[0]
+
+
+def _trial_row(client: Any, run: Any, objective: str) -> TrialRow:
+    """A trial's row from its child run: params, metrics and tags."""
+    held = TrialTags.read(run.data.tags, run.info.run_id)
+    metrics = dict(run.data.metrics)
+    value = metrics.get(objective)
+    history = client.get_metric_history(run.info.run_id, objective) if value is not None else []
+    axes = {
+        k: v if k in SETTINGS_COLUMNS else _number(v)
+        for k, v in run.data.params.items()
+        if (k in held.axes if held.axes is not None else k not in _NOT_AXES)
+    }
+    # Params hold the values the run opened with; a PBT exploit may have mutated them.
+    axes.update((k, v) for k, v in held.trained_axes.items() if k in axes and v is not None)
+    return make_row(
+        trial_id=held.trial_id,
+        config=axes,
+        metrics=metrics,
+        # Every step the objective was logged at: a retried epoch is one step.
+        epochs=[m.step for m in history],
+        axes=list(axes),
+        objective=objective,
+        status=held.status,
+        reason=held.reason,
+    )
 
 
 def read_confirmation(client: Any, parent_run_id: str) -> dict[str, Any] | None:

@@ -36,6 +36,7 @@ from versatil.sweep.tracking.store import (
     find_child_run,
     open_sweep_run,
     reopen_sweep_run,
+    runs_by_trial,
     tracking_store,
 )
 
@@ -57,6 +58,7 @@ __all__ = [
     "log_end",
     "open_sweep_run",
     "reopen_sweep_run",
+    "runs_by_trial",
     "tracking_store",
     "trial_params",
 ]

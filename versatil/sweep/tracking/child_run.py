@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from versatil.status import TrialStatus
+from versatil.status import MLFLOW_RUNNING, TrialStatus
 from versatil.sweep.tracking.store import TrackingContext, find_child_run
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.keys import EPOCH, HARDWARE_NOTES, HPARAMS, flatten, metric_items
@@ -133,7 +133,7 @@ class ChildRun:
         if existing is not None:  # a retry, a resume, a backfill or a PBT exploit: same run
             child = cls(client, existing.info.run_id, existing.data.params)
             child.load_steps(existing.data.metrics)
-            child.ended = existing.info.status != "RUNNING"
+            child.ended = existing.info.status != MLFLOW_RUNNING
             child.add_params(trial_params(axes, config))  # any its first driver missed
             return child
         run = client.create_run(
@@ -161,7 +161,7 @@ class ChildRun:
     def reopen(self) -> None:
         """Marks an ended run RUNNING again: its trial goes on (a retry, a resume)."""
         if self.ended:
-            self.client.update_run(self.run_id, status="RUNNING")
+            self.client.update_run(self.run_id, status=MLFLOW_RUNNING)
             self.ended = False
 
     def add_params(self, params: Mapping[str, str]) -> None:

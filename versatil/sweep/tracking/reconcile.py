@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from versatil.status import TrialStatus
+from versatil.status import MLFLOW_FINISHED, MLFLOW_RUNNING, TrialStatus
 from versatil.sweep.storage import local_checkpoint
 from versatil.sweep.tracking.child_run import log_checkpoint
 from versatil.sweep.tracking.live import SweepTracker
@@ -238,7 +238,7 @@ def end_unrecorded(client: Any, runs: Sequence[Any], trial_ids: set[str]) -> lis
         trial_id = run.data.tags.get(tags.TRIAL_ID)
         if trial_id is None or trial_id in trial_ids:
             continue
-        if run.info.status == "RUNNING":
+        if run.info.status == MLFLOW_RUNNING:
             client.set_tag(run.info.run_id, tags.STATUS, "lost")
             client.set_tag(run.info.run_id, tags.REASON, UNRECORDED)
             client.set_terminated(run.info.run_id, "KILLED")
@@ -310,6 +310,6 @@ def close_runs(
     parent = tracker.context.parent_run_id
     log_end(client, parent, runs, end)
     if all(row.status != TrialStatus.RUNNING for row in rows):
-        client.set_terminated(parent, "FINISHED")
+        client.set_terminated(parent, MLFLOW_FINISHED)
         done.parent_ended = True
     return done

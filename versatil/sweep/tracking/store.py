@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from versatil.errors import ConfigError
+from versatil.status import MLFLOW_RUNNING
 from versatil.sweep.vocab import tags
+from versatil.sweep.vocab.run_tags import SweepTags, TrialTags
 
 __all__ = [
     "ARTIFACT_DIRECTORY",
@@ -28,6 +30,7 @@ __all__ = [
     "is_reachable",
     "open_sweep_run",
     "reopen_sweep_run",
+    "runs_by_trial",
     "tracking_store",
 ]
 
@@ -238,7 +241,7 @@ def open_sweep_run(
     record = experiment_dir / PARENT_FILE
     if record.is_file():
         parent_run_id = json.loads(record.read_text())["run_id"]
-        store.update_run(parent_run_id, status="RUNNING")
+        store.update_run(parent_run_id, status=MLFLOW_RUNNING)
     else:
         run = store.create_run(
             experiment_id,
@@ -288,7 +291,7 @@ def reopen_sweep_run(experiment_dir: Path, tracking_uri: str | None = None) -> T
         tracking_uri=uri,
         experiment_id=parent.info.experiment_id,
         parent_run_id=parent.info.run_id,
-        objective=parent.data.tags[tags.OBJECTIVE],
+        objective=SweepTags.read(parent.data.tags).objective,
     )
 
 
@@ -313,3 +316,9 @@ def child_runs(store: Any, context: TrackingContext) -> list[Any]:
         filter_string=f"tags.`{tags.PARENT}` = '{context.parent_run_id}'",
         max_results=10_000,
     )
+
+
+def runs_by_trial(store: Any, context: TrackingContext) -> dict[str, Any]:
+    """The parent run's child runs by their trial id (:class:`TrialTags`)."""
+    runs = child_runs(store, context)
+    return {TrialTags.read(run.data.tags, run.info.run_id).trial_id: run for run in runs}
