@@ -181,7 +181,12 @@ def _sweep_report(config: SweepConfig, outcome: Any) -> SweepReport:
     tracking = outcome.tracking
     if outcome.gap is None:
         # The summary is the report: read back from MLflow, with the same table and plots.
-        return load_report(tracking.tracking_uri, config.experiment_name, tracking.parent_run_id)
+        return load_report(
+            tracking.tracking_uri,
+            config.experiment_name,
+            tracking.parent_run_id,
+            outcome.judgement,  # the end's own: the verdict is not made again
+        )
     return SweepReport(
         tracking,
         config.objective.mode,
@@ -190,6 +195,7 @@ def _sweep_report(config: SweepConfig, outcome: Any) -> SweepReport:
         config.objective.tolerance,
         outcome.confirmation,
         outcome.judgement.verdict.target if outcome.judgement else None,
+        outcome.judgement,
     )
 
 

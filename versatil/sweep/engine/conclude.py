@@ -9,6 +9,7 @@ from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.results.judgement import Judgement, judge
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.results.target import apply_target
+from versatil.sweep.results.verdict import reference_objective
 
 __all__ = ["conclude"]
 
@@ -21,8 +22,8 @@ def conclude(
 ) -> tuple[list[TrialRow], Judgement]:
     """The rows with their ``time_to_target_s``, and their judgement.
 
-    The target is ``objective.target``, else the reference's objective, so the rows are
-    judged once for it and again with their times.
+    The target is ``objective.target``, else the reference setting's objective; the rows
+    are judged once, with their times.
 
     Args:
         config: The sweep.
@@ -31,12 +32,13 @@ def conclude(
         confirmation: The re-timing's rounds, if the candidates were re-timed.
     """
     objective = config.objective
-    first = judge(rows, objective.objectives, objective.tolerance)
-    reference = first.verdict.reference
+    reference = None
+    if objective.target is None:
+        reference = reference_objective(rows, objective.metric, objective.mode)
     timed, target = apply_target(
         rows,
         records,
-        None if reference is None else reference.objective.value,
+        reference,
         objective.metric,
         objective.mode,
         objective.tolerance,

@@ -23,7 +23,7 @@ from versatil.sweep.engine.prepare import Prepared
 from versatil.sweep.engine.resume import mark_ended
 from versatil.sweep.engine.tracker import SweepEnd, sweep_end
 from versatil.sweep.results.confirmation import Candidate
-from versatil.sweep.results.judgement import Judgement
+from versatil.sweep.results.judgement import Judgement, judge
 from versatil.sweep.results.records import TrialRecord, axes_of, read_trials
 from versatil.sweep.results.rows import TrialRow, make_row
 from versatil.sweep.storage import Storage
@@ -78,8 +78,9 @@ def judge_end(
 ) -> Concluded:
     """The one end of a sweep, for ``run``, ``sync`` and ``confirm``: rows judged.
 
-    With ``retime``, the settings in contention (when the sweep's ``confirm`` settings ask
-    for it) are re-timed and judged again with the rounds, which decide the verdict.
+    The rows are judged once. With ``retime``, the settings in contention (when the
+    sweep's ``confirm`` settings ask for it) are re-timed, and the verdict is made again
+    with the rounds, which decide it.
 
     Args:
         config: The sweep.
@@ -93,8 +94,10 @@ def judge_end(
     found = plan(config, rows, judgement) if retime is not None and missing is None else []
     if found:
         confirmation = retime(found)
-        if confirmation is not None:
-            rows, judgement = conclude(config, rows, records, confirmation)
+        if confirmation is not None:  # new measurements: the verdict is made with them
+            objective = config.objective
+            target = judgement.verdict.target
+            judgement = judge(rows, objective.objectives, objective.tolerance, confirmation, target)
     return Concluded(rows, judgement, list(records), confirmation, missing)
 
 

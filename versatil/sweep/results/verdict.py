@@ -54,6 +54,7 @@ __all__ = [
     "SettingResult",
     "Verdict",
     "make_verdict",
+    "reference_objective",
     "setting_of",
     "trial_speed",
 ]
@@ -198,22 +199,13 @@ def make_verdict(
         target: The objective the rows' ``time_to_target_s`` was measured to
             (:mod:`~versatil.sweep.results.target`), if any.
     """
-    finished = [r for r in rows if full_budget(r) and value_of(r, metric) is not None]
+    finished, groups = _grouped(rows, metric)
     if not finished:
         text = f"No trial finished with a finite {metric}: nothing to recommend."
         return Verdict(metric, mode, tolerance, None, False, [], None, None, [], text)
     show_matmul = any(r.axes.get("matmul_precision") not in (None, "none") for r in rows)
-    groups: dict[Setting, list[TrialRow]] = {}
-    for row in finished:
-        groups.setdefault(setting_of(row.axes), []).append(row)
-    speeds = {s: [e for e in map(trial_speed, g) if e is not None] for s, g in groups.items()}
-    speed = {s: _hull(e) if e else None for s, e in speeds.items()}
-    baseline = tuple(BASELINE.values())
-    is_baseline = baseline in groups
-    if is_baseline:
-        reference = baseline
-    else:  # the slowest measured setting, else the slowest by its raw throughput
-        reference = min(groups, key=lambda s: (_slowness(speed[s], groups[s]), s))
+    speed = _speeds(groups)
+    reference, is_baseline = _reference(groups, speed)
     ref_best = _best_configuration(groups[reference], mode)
     varied = sorted(
         {k for r in finished for k in r.axes if len({repr(o.axes.get(k)) for o in finished}) > 1}
@@ -271,6 +263,52 @@ def make_verdict(
         target=target,
     )
     return dataclasses.replace(verdict, text=verdict_text(verdict))
+
+
+def reference_objective(rows: Sequence[Any], metric: str, mode: str) -> float | None:
+    """The reference setting's objective, as :func:`make_verdict` would report it.
+
+    The mean over the seeds of the reference's best configuration: the default target of
+    the time to target (:mod:`~versatil.sweep.results.target`), found without making the
+    whole verdict. ``None`` when no trial finished with a finite ``metric``.
+    """
+    finished, groups = _grouped(rows, metric)
+    if not finished:
+        return None
+    reference, _ = _reference(groups, _speeds(groups))
+    best = _best_configuration(groups[reference], mode)
+    return _objective_change(best, best)[0].value
+
+
+def _grouped(
+    rows: Sequence[TrialRow], metric: str
+) -> tuple[list[TrialRow], dict[Setting, list[TrialRow]]]:
+    """The trials that ran their full budget to a finite ``metric``, and them by setting."""
+    finished = [r for r in rows if full_budget(r) and value_of(r, metric) is not None]
+    groups: dict[Setting, list[TrialRow]] = {}
+    for row in finished:
+        groups.setdefault(setting_of(row.axes), []).append(row)
+    return finished, groups
+
+
+def _speeds(groups: Mapping[Setting, Sequence[TrialRow]]) -> dict[Setting, Estimate | None]:
+    """Each setting's speed: its trials' measured speeds as one, ``None`` with none."""
+    speeds = {s: [e for e in map(trial_speed, g) if e is not None] for s, g in groups.items()}
+    return {s: _hull(e) if e else None for s, e in speeds.items()}
+
+
+def _reference(
+    groups: Mapping[Setting, Sequence[TrialRow]], speed: Mapping[Setting, Estimate | None]
+) -> tuple[Setting, bool]:
+    """The setting every other is compared with, and whether it is the baseline.
+
+    Eager fp32 when the sweep ran it; else the slowest measured setting, else the slowest
+    by its raw throughput.
+    """
+    baseline: Setting = tuple(BASELINE.values())  # type: ignore[assignment]
+    if baseline in groups:
+        return baseline, True
+    return min(groups, key=lambda s: (_slowness(speed[s], groups[s]), s)), False
 
 
 def _speed_call(
