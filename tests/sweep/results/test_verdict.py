@@ -4,7 +4,7 @@ import pytest
 
 from versatil.status import TrialStatus
 from versatil.sweep.results.rows import TrialRow
-from versatil.sweep.results.verdict import make_verdict
+from versatil.sweep.results.verdict import make_verdict, reference_objective
 from versatil.sweep.results.verdict_text import percent, verdict_table
 
 
@@ -196,3 +196,21 @@ def test_changes_read_as_percentages():
         "-0.00%",
         "+0.00%",
     ]
+
+
+@pytest.mark.parametrize(
+    ("rows", "mode"),
+    [
+        (ROWS, "min"),  # the baseline is the reference
+        ([r for r in ROWS if r.trial_id != "a"], "min"),  # the slowest setting is
+        ([r for r in ROWS if r.trial_id != "a"], "max"),
+    ],
+)
+def test_the_reference_objective_is_the_verdicts_own(rows, mode):
+    verdict = make_verdict(rows, "val_loss", mode)
+    assert reference_objective(rows, "val_loss", mode) == verdict.reference.objective.value
+
+
+def test_the_reference_objective_of_a_sweep_where_nothing_finished_is_none():
+    stopped = [row("a", "32", "none", 0.2, 100.0, status=TrialStatus.STOPPED)]
+    assert reference_objective(stopped, "val_loss", "min") is None
