@@ -179,12 +179,35 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-def test_mkdocs_build_strict(tmp_path: Path) -> None:
-    result = run(["-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")], ROOT)
+@dataclasses.dataclass(frozen=True)
+class BuiltSite:
+    directory: Path
+    result: subprocess.CompletedProcess[str]
+
+
+_built: list[BuiltSite] = []
+
+
+def build_site(tmp_path_factory: pytest.TempPathFactory) -> BuiltSite:
+    """``mkdocs build --strict``, once per test run: the tests that read the site share it."""
+    if not _built:
+        site = tmp_path_factory.mktemp("site")
+        result = run(["-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], ROOT)
+        _built.append(BuiltSite(site, result))
+    return _built[0]
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> BuiltSite:
+    return build_site(tmp_path_factory)
+
+
+def test_mkdocs_build_strict(built_site: BuiltSite) -> None:
+    result = built_site.result
     assert result.returncode == 0, explain(result)
     warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
     assert not warnings, "\n".join(warnings)
-    assert (tmp_path / "site" / "index.html").is_file()
+    assert (built_site.directory / "index.html").is_file()
 
 
 def test_readme_is_a_first_page() -> None:

@@ -31,12 +31,25 @@ class PrecisionType(enum.StrEnum):
     """
 
     INT8 = "8"
+    """Int8 weights: only for a trained model quantized after training, never trained in."""
+
     FP32 = "32"
+    """Every weight, activation and gradient in float32 (Lightning's ``32-true``)."""
+
     FP16_MIXED = "16-mixed"
+    """Float32 weights, float16 autocast for the ops that allow it, the loss scaled."""
+
     BF16_MIXED = "bf16-mixed"
+    """Float32 weights, bfloat16 autocast for the ops that allow it; no loss scaling."""
+
     FP16_TRUE = "16-true"
+    """Every weight and activation in float16, no float32 copy of the weights."""
+
     BF16_TRUE = "bf16-true"
+    """Every weight and activation in bfloat16, no float32 copy of the weights."""
+
     FP64 = "64"
+    """Every weight, activation and gradient in float64 (Lightning's ``64-true``)."""
 
     @classmethod
     def _missing_(cls, value: object) -> PrecisionType | None:
@@ -121,24 +134,39 @@ class CheckpointFilename(enum.StrEnum):
     """Names inside a checkpoint directory."""
 
     CONFIG = "config.yaml"
+    """The run's resolved ``TrainConfig``, enough to rebuild the model."""
+
     TOKENIZER_DIR = "tokenizer"
+    """The task's tokenizer (``save_pretrained``), for a task that has one."""
+
     DEFAULT_CHECKPOINT = "last.ckpt"
+    """The Lightning checkpoint of the last epoch written."""
 
 
 class CheckpointKey(enum.StrEnum):
     """Keys inside checkpoint dicts and normalizer parameters."""
 
     STATE_DICT = "state_dict"
+    """The model's weights, in Lightning's checkpoint dict."""
+
     INPUT_STATS = "input_stats"
+    """The input normalizer's statistics, as plain lists."""
 
 
 class CompileMode(enum.StrEnum):
     """A ``torch.compile(mode=...)`` value."""
 
     DEFAULT = "default"
+    """Inductor's fused kernels, balancing compile time against speed; no CUDA graphs."""
+
     REDUCE_OVERHEAD = "reduce-overhead"
+    """CUDA graphs cut Python and kernel-launch overhead, at the cost of memory."""
+
     MAX_AUTOTUNE = "max-autotune"
+    """Kernels autotuned (a long compile), plus CUDA graphs on a GPU."""
+
     MAX_AUTOTUNE_NO_CUDAGRAPHS = "max-autotune-no-cudagraphs"
+    """Kernels autotuned, as ``max-autotune``, without CUDA graphs."""
 
     def uses_cuda_graphs(self) -> bool:
         """Whether this mode captures CUDA graphs (and so needs a CUDA device)."""
@@ -149,5 +177,10 @@ class Float32MatmulPrecision(enum.StrEnum):
     """A ``torch.set_float32_matmul_precision`` value."""
 
     HIGHEST = "highest"
+    """Float32 matmuls computed in float32 (torch's default)."""
+
     HIGH = "high"
+    """Float32 matmuls may use TensorFloat32 or two bfloat16s each, where faster."""
+
     MEDIUM = "medium"
+    """Float32 matmuls may use bfloat16 internally, where faster."""
