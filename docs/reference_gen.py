@@ -1,9 +1,10 @@
 """Generates the reference pages of the docs from the code.
 
 ``docs/reference/sweep-file.md`` is generated from the sweep file's pydantic schema
-(:class:`versatil.sweep.config.schema.SweepConfig` and the models it nests), and
+(:class:`versatil.sweep.config.schema.SweepConfig` and the models it nests),
 ``docs/reference/cli.md`` from the argparse parsers of ``python -m versatil.sweep`` and
-``python -m versatil.training``. Write both with::
+``python -m versatil.training``, and ``docs/reference/sweeps.md`` from the shipped sweep
+files (``sweeps/*.yaml``) and :data:`SWEEP_QUESTIONS`. Write them with::
 
     python docs/reference_gen.py
 
@@ -27,7 +28,7 @@ import sys
 import textwrap
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_DIR = ROOT / "docs" / "reference"
 SWEEP_FILE_PAGE = REFERENCE_DIR / "sweep-file.md"
 CLI_PAGE = REFERENCE_DIR / "cli.md"
+SWEEPS_PAGE = REFERENCE_DIR / "sweeps.md"
 REGENERATE = "python docs/reference_gen.py"
 
 KEY = "NAME"
@@ -466,35 +468,6 @@ def fixed_terminal_width(columns: int = USAGE_COLUMNS) -> Iterator[None]:
             os.environ["COLUMNS"] = before
 
 
-class _Captured(Exception):
-    """Carries the parser a ``parse_args`` built out of it, unparsed."""
-
-    def __init__(self, parser: argparse.ArgumentParser) -> None:
-        super().__init__(parser.prog)
-        self.parser = parser
-
-
-def parser_of(parse: Callable[[list[str]], object]) -> argparse.ArgumentParser:
-    """The parser a ``parse_args(argv)`` function builds, caught before it parses.
-
-    For a command whose module builds its parser inside ``parse_args`` and offers no
-    function returning it (``python -m versatil.training``).
-    """
-
-    def capture(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        raise _Captured(self)
-
-    original = argparse.ArgumentParser.parse_args
-    argparse.ArgumentParser.parse_args = capture  # type: ignore[method-assign,assignment]
-    try:
-        parse([])
-    except _Captured as caught:
-        return caught.parser
-    finally:
-        argparse.ArgumentParser.parse_args = original  # type: ignore[method-assign]
-    raise RuntimeError(f"{parse!r} parsed without building an ArgumentParser")
-
-
 def commands() -> list[tuple[argparse.ArgumentParser, str]]:
     """Every command's parser, with its one-line summary, in the order the page lists them."""
     from versatil.sweep.cli import main as sweep_main
@@ -505,7 +478,7 @@ def commands() -> list[tuple[argparse.ArgumentParser, str]]:
         found = [(sweep_main.build_parser(), "run, resume or dry-run a sweep (the default)")]
         for command in sweep_main.SUBCOMMANDS.values():
             found.append((sweep_main.standalone_parser(command), command.HELP))
-        found.append((parser_of(training_main.parse_args), "train one run of a task"))
+        found.append((training_main.build_parser(), "train one run of a task"))
     assert run.DESCRIPTION  # the run command's description heads the top-level parser
     return found
 
@@ -609,12 +582,104 @@ def anchor(heading: str) -> str:
     return re.sub(r"[-\s]+", "-", slug)
 
 
+# -- the shipped sweeps --------------------------------------------------------------------
+
+
+SWEEP_QUESTIONS: dict[str, str] = {
+    "asha_lr": "Which learning rate and width give the lowest val_loss in bf16-mixed, when "
+    "ASHA stops the poor trials early and Optuna's TPE picks the next ones?",
+    "frontier": "On the CPU, which precisions and compile modes are on the Pareto front of "
+    "val_loss against throughput, and which is the fastest whose val_loss is within the "
+    "tolerance of eager fp32's?",
+    "gpu": "On one GPU, which of four precisions, eager or compiled, trains a GPU-sized "
+    "model fastest at a val_loss no worse than eager fp32's?",
+    "pbt": "Which learning rate, changed while the models train, reaches the lowest val_loss "
+    "when a population's worse members copy the better ones' checkpoints?",
+    "precision_matrix": "Which of every precision, compile mode and float32 matmul precision "
+    "can this GPU run at all, and which trains a GPU-sized model fastest at a val_loss no "
+    "worse than eager fp32's?",
+    "quickstart": "Which precision and compile mode, at either of two learning rates, trains "
+    "a small model fastest on this machine's CPU at a val_loss no worse than eager fp32's?",
+}
+"""What each shipped sweep answers, in one sentence, by the sweep's name (its file's stem).
+
+A shipped sweep without a sentence here, or a sentence without a sweep, stops the
+generator: the page lists every shipped sweep, and nothing else.
+"""
+
+
+def shipped_sweep_files() -> dict[str, Path]:
+    """Each shipped sweep's name and file, checked against :data:`SWEEP_QUESTIONS`.
+
+    Raises:
+        ValueError: naming the sweeps without a sentence, and the sentences without a sweep.
+    """
+    from versatil.sweep.config.shipped import shipped_sweeps
+
+    shipped = shipped_sweeps()
+    unanswered = sorted(shipped.keys() - SWEEP_QUESTIONS.keys())
+    unshipped = sorted(SWEEP_QUESTIONS.keys() - shipped.keys())
+    if unanswered or unshipped:
+        raise ValueError(
+            f"SWEEP_QUESTIONS in docs/reference_gen.py: no sentence for the shipped sweeps "
+            f"{unanswered}, a sentence for sweeps not shipped {unshipped}; say in one "
+            "sentence what each shipped sweep answers"
+        )
+    return shipped
+
+
+def run_command(name: str) -> str:
+    """The command that runs the shipped sweep ``name``."""
+    from versatil.sweep.config.shipped import DEFAULT_SWEEP_NAME
+
+    command = "python -m versatil.sweep"
+    return command if name == DEFAULT_SWEEP_NAME else f"{command} --config {name}"
+
+
+def sweep_section(name: str, path: Path) -> str:
+    """One shipped sweep: its heading, what it answers, how to run it, and its file whole."""
+    from versatil.sweep.config.load import load_sweep
+
+    accelerator = load_sweep(path).trainer.accelerator
+    text = path.read_text(encoding="utf-8").rstrip()
+    return (
+        f"## `{name}`\n\n"
+        f"{SWEEP_QUESTIONS[name]}\n\n"
+        f"Run it with `{run_command(name)}`; its trials train with "
+        f"`trainer.accelerator: {accelerator}`. The file, `sweeps/{path.name}`:\n\n"
+        f"```yaml\n{text}\n```\n\n"
+    )
+
+
+def sweeps_page() -> str:
+    """The Markdown of ``docs/reference/sweeps.md``: every shipped sweep, each file whole."""
+    shipped = shipped_sweep_files()
+    source = "the sweep files in `sweeps/` and `SWEEP_QUESTIONS` in the generator"
+    out = [
+        HEADER.format(command=REGENERATE, source=source),
+        "# Shipped sweeps\n\n",
+        "The sweep files that ship with versatil. Each runs by its name from any directory "
+        "(`python -m versatil.sweep --config NAME`; `quickstart` is the default), and each is "
+        "a start for a sweep of your own: copy it and change what differs. The "
+        "[cookbook](../cookbook.md) has recipes for what these do not show, and the "
+        "[sweep file reference](sweep-file.md) every field.\n\n",
+    ]
+    rows = [(f"[`{name}`](#{anchor(name)})", SWEEP_QUESTIONS[name]) for name in shipped]
+    out.append(table(("Sweep", "What it answers"), rows) + "\n")
+    out += [sweep_section(name, path) for name, path in shipped.items()]
+    return "".join(out).rstrip("\n") + "\n"
+
+
 # -- writing -------------------------------------------------------------------------------
 
 
 def pages() -> dict[Path, str]:
     """Each generated page's path and its Markdown."""
-    return {SWEEP_FILE_PAGE: sweep_file_page(), CLI_PAGE: cli_page()}
+    return {
+        SWEEP_FILE_PAGE: sweep_file_page(),
+        CLI_PAGE: cli_page(),
+        SWEEPS_PAGE: sweeps_page(),
+    }
 
 
 def main() -> int:

@@ -1,7 +1,8 @@
 """The reference pages generated from the code (``docs/reference_gen.py``).
 
 They must equal what the generator writes today, list every field of the sweep file's
-schema, and list every option of every command.
+schema with its description, list every option of every command with its help, and show
+every shipped sweep file whole.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 from versatil.sweep.cli.main import SUBCOMMANDS, build_parser, standalone_parser
 from versatil.sweep.config.axes import EnumAxis, NumericAxis
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.config.shipped import shipped_sweeps
 from versatil.training import __main__ as training_main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +50,7 @@ def pages() -> dict[Path, str]:
     return gen.pages()
 
 
-@pytest.mark.parametrize("name", ["sweep-file.md", "cli.md"])
+@pytest.mark.parametrize("name", ["sweep-file.md", "cli.md", "sweeps.md"])
 def test_committed_page_is_up_to_date(name: str, pages: dict[Path, str]) -> None:
     path = ROOT / "docs" / "reference" / name
     assert path in pages, f"the generator writes no {name}"
@@ -133,6 +135,10 @@ def test_rows_show_choices_defaults_and_descriptions(pages: dict[Path, str]) -> 
             assert words.split(":")[0] in row, f"{path}: description missing from {row}"
 
 
+def test_every_schema_field_has_a_description() -> None:
+    assert gen.gaps() == [], "fields without a description; give each a Field(description=...)"
+
+
 def literal_values(annotation: Any) -> list[str]:
     if typing.get_origin(annotation) is typing.Literal:
         return [str(v) for v in typing.get_args(annotation)]
@@ -183,8 +189,59 @@ def test_every_option_of_the_training_command_is_listed(pages: dict[Path, str]) 
     assert not missing, f"python -m versatil.training: {missing} not on the CLI page"
 
 
+def test_the_training_command_is_documented_from_its_own_parser() -> None:
+    documented = {parser.prog: parser for parser, _ in gen.commands()}
+    parser = documented["python -m versatil.training"]
+    flags = {flag for action in parser._actions for flag in action.option_strings}
+    assert flags == training_options()
+
+
+@pytest.mark.parametrize("parser", [parser for parser, _ in gen.commands()], ids=lambda p: p.prog)
+def test_every_option_has_help(parser: argparse.ArgumentParser) -> None:
+    silent = [
+        action.option_strings[0] if action.option_strings else action.dest
+        for action in parser._actions
+        if not action.help and not isinstance(action, argparse._SubParsersAction)
+    ]
+    assert not silent, f"{parser.prog}: no help for {silent}"
+
+
 def test_usage_lines_do_not_depend_on_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     wide = gen.cli_page()
     monkeypatch.setenv("COLUMNS", "40")
     assert gen.cli_page() == wide
+
+
+# -- the shipped sweeps --------------------------------------------------------------------
+
+
+def sweep_section(page: str, name: str) -> str:
+    match = re.search(rf"^## `{re.escape(name)}`\n(.*?)(?=^## |\Z)", page, re.M | re.S)
+    assert match, f"no section for the shipped sweep {name}"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("name", list(shipped_sweeps()))
+def test_every_shipped_sweep_is_shown_whole(name: str, pages: dict[Path, str]) -> None:
+    section = sweep_section(pages[gen.SWEEPS_PAGE], name)
+    text = shipped_sweeps()[name].read_text(encoding="utf-8").rstrip()
+    assert f"```yaml\n{text}\n```" in section, f"sweeps/{name}.yaml is not shown whole"
+    assert gen.SWEEP_QUESTIONS[name] in section
+    assert f"`{gen.run_command(name)}`" in section
+
+
+def test_the_sweeps_page_lists_no_other_sweep(pages: dict[Path, str]) -> None:
+    listed = re.findall(r"^## `([^`]+)`$", pages[gen.SWEEPS_PAGE], re.M)
+    assert listed == list(shipped_sweeps())
+
+
+def test_a_shipped_sweep_without_its_sentence_stops_the_generator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    questions = dict(gen.SWEEP_QUESTIONS)
+    del questions["quickstart"]
+    questions["retired"] = "What did it answer?"
+    monkeypatch.setattr(gen, "SWEEP_QUESTIONS", questions)
+    with pytest.raises(ValueError, match=r"\['quickstart'\].*\['retired'\]"):
+        gen.sweeps_page()

@@ -10,10 +10,11 @@ from versatil.status import TrialStatus
 from versatil.tables import format_table
 from versatil.training.constants import CompileMode, Float32MatmulPrecision, PrecisionType
 from versatil.training.metric_names import EPOCH_TIME_S, PEAK_MEMORY_MB, SAMPLES_PER_SEC
+from versatil.training.spec import ACCELERATORS
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line (``sys.argv`` when ``argv`` is None); values are checked by TrainConfig."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser; values are checked later, by TrainConfig."""
     parser = argparse.ArgumentParser(
         prog="python -m versatil.training",
         description="Train one Lightning policy under the given precision settings.",
@@ -30,16 +31,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--matmul-precision", default=None, help=f"one of {', '.join(Float32MatmulPrecision)}"
     )
-    parser.add_argument("--max-epochs", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--accelerator", default="auto")
+    parser.add_argument("--max-epochs", type=int, default=3, help="epochs to train, at least 1")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seeds torch, numpy and Python for the run"
+    )
+    parser.add_argument(
+        "--accelerator",
+        default="auto",
+        help=f"the Lightning accelerator: one of {', '.join(ACCELERATORS)}",
+    )
     parser.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="a task param, repeatable"
     )
     parser.add_argument(
         "--output", type=Path, default=Path("runs/train"), help="checkpoint directory"
     )
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (``sys.argv`` when ``argv`` is None); values are checked by TrainConfig."""
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,7 +39,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument("experiment", help="the sweep's MLflow experiment (its name)")
     add_store_options(parser)
-    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="how the comparison prints: a table for reading, or csv, json or markdown",
+    )
     parser.add_argument("--output", type=Path, default=None, help="default: runs/reports/NAME")
 
 

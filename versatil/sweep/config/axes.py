@@ -54,8 +54,14 @@ class EnumAxis(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
-    values: list[Any] | Literal["all"] = "all"
-    exclude: list[Any] = []
+    values: list[Any] | Literal["all"] = pydantic.Field(
+        "all",
+        description="`all` (every value of the axis valid for training), or a list of values, "
+        "each by its value or one of Lightning's aliases.",
+    )
+    exclude: list[Any] = pydantic.Field(
+        [], description="Values left out of `values`, e.g. `{values: all, exclude: [64]}`."
+    )
 
     def resolve(self, name: str) -> list[str]:
         """The axis's canonical values, without duplicates and ``exclude``.
@@ -106,11 +112,26 @@ class NumericAxis(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    choice: list[Any] | None = None
-    grid: list[Any] | None = None
-    uniform: tuple[float, float] | None = None
-    loguniform: tuple[float, float] | None = None
-    randint: tuple[int, int] | None = None
+    choice: list[Any] | None = pydantic.Field(
+        None, description="A list of values, one of them drawn at a time (`tune.choice`)."
+    )
+    grid: list[Any] | None = pydantic.Field(
+        None,
+        description="A list of values, each one tried (`tune.grid_search`), crossed with the "
+        "other grid axes; not with `search.algorithm: optuna`.",
+    )
+    uniform: tuple[float, float] | None = pydantic.Field(
+        None,
+        description="`[low, high]`: a number drawn uniformly between the two (`tune.uniform`).",
+    )
+    loguniform: tuple[float, float] | None = pydantic.Field(
+        None,
+        description="`[low, high]`, low above 0: a number drawn uniformly on a log scale "
+        "(`tune.loguniform`), as for a learning rate.",
+    )
+    randint: tuple[int, int] | None = pydantic.Field(
+        None, description="`[low, high]`: an integer between the two, both included."
+    )
 
     @pydantic.model_validator(mode="after")
     def _exactly_one(self) -> NumericAxis:

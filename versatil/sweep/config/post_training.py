@@ -23,7 +23,9 @@ class TopK(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
-    top: int
+    top: int = pydantic.Field(
+        description="K: how many trials to compress, the best by objective; at least 1."
+    )
 
 
 def _int8_choice(value: Any) -> Any:
