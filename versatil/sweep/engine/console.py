@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from versatil.status import TrialStatus
 from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.vocab.keys import REASON, STATUS
+from versatil.sweep.vocab.report import TrialReport
 from versatil.training.metric_names import DEVICE_TRIALS_MAX, SAMPLES_PER_SEC
 
 __all__ = ["ProgressPrinter", "tune_console_quiet"]
@@ -40,23 +40,25 @@ class ProgressPrinter:
 
     def _line(self, trial: Any, result: dict[str, Any]) -> None:
         axes = " ".join(f"{k}={trial.config.get(k)}" for k in self.config.axis_names)
-        status = result.get(STATUS, "")
+        report = TrialReport.from_dict(result)
+        status = report.status or ""
         if status in (TrialStatus.INFEASIBLE, TrialStatus.FAILED):
-            self._print(f"{trial.trial_id} {status}: {result.get(REASON, '')} ({axes})")
+            self._print(f"{trial.trial_id} {status}: {report.reason} ({axes})")
             return
-        epoch = result.get("epoch", 0) + 1
-        values = " ".join(
+        measured = report.metrics
+        epoch = (report.epoch or 0) + 1
+        values = " ".join(  # top-level keys, as Tune reads the objectives
             f"{metric}={result.get(metric, 0):.4g}"
             for metric, _ in self.config.objective.objectives
             if metric != SAMPLES_PER_SEC
         )
-        speed = f"samples/s={result.get(SAMPLES_PER_SEC, 0):.0f}"
-        if result.get("throughput_too_short") and status != TrialStatus.RUNNING:
-            windows = int(result.get("throughput_windows", 0))
-            window_s = result.get("throughput_window_s", 0)
+        speed = f"samples/s={measured.get(SAMPLES_PER_SEC, 0):.0f}"
+        if measured.get("throughput_too_short") and status != TrialStatus.RUNNING:
+            windows = int(measured.get("throughput_windows", 0))
+            window_s = measured.get("throughput_window_s", 0)
             speed += f" (too short to time: {windows} windows of {window_s:g} s)"
-        if result.get(DEVICE_TRIALS_MAX, 1) > 1:
-            speed += f" (GPU shared by {result[DEVICE_TRIALS_MAX]:g} trials)"
+        if measured.get(DEVICE_TRIALS_MAX, 1) > 1:
+            speed += f" (GPU shared by {measured[DEVICE_TRIALS_MAX]:g} trials)"
         self._print(f"{trial.trial_id} epoch {epoch} {values} {speed} {status} ({axes})")
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from versatil.sweep.results.rows import TrialRow, make_row
-from versatil.sweep.vocab.keys import EPOCH, SEED
+from versatil.sweep.vocab.keys import SEED
+from versatil.sweep.vocab.report import TrialReport
 
 __all__ = ["TrialRecord", "axes_of", "read_trials", "row_from_record", "rows_from_records"]
 
@@ -52,7 +53,8 @@ class TrialRecord:
 
     def epochs(self) -> dict[int, dict[str, Any]]:
         """The trial's result for each epoch: the latest one reported for it."""
-        return {int(r[EPOCH]): r for r in self.results if EPOCH in r}
+        epochs = ((TrialReport.from_dict(r).epoch, r) for r in self.results)
+        return {epoch: r for epoch, r in epochs if epoch is not None}
 
     def row(self, objective: str) -> TrialRow:
         """The trial's summary row on its own axes (see :func:`row_from_record`)."""

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from versatil.status import TrialStatus
-from versatil.sweep.vocab.keys import REASON, STATUS
+from versatil.sweep.vocab.report import TrialReport
 from versatil.training.metric_names import (
     DEVICE_TRIALS_MAX,
     SAMPLES_PER_SEC,
@@ -65,6 +65,11 @@ class TrialRow:
     reason: str = ""
     checkpoint: str | None = None
 
+    @property
+    def report(self) -> TrialReport:
+        """The trial's last result as the worker's typed report (:class:`TrialReport`)."""
+        return TrialReport.from_dict(self.metrics)
+
 
 def make_row(
     *,
@@ -94,20 +99,23 @@ def make_row(
         checkpoint: Its newest checkpoint directory.
         ended: Whether the trial is over; a trial still going keeps ``running``.
         status: Its status when a store already says it (MLflow's tag); by default it is
-            read from the last result and how the trial ended.
+            read from the last result and how the trial ended. A result without a status
+            (:attr:`~versatil.sweep.vocab.report.TrialReport.status` ``None``) is a trial
+            still going when it has not ended, else a failed one.
         reason: Its reason when a store already says it; by default the result's.
     """
     metrics = dict(metrics)
+    report = TrialReport.from_dict(metrics)
     if status is None:
-        status = TrialStatus(metrics.get(STATUS, TrialStatus.FAILED))
+        status = report.status or TrialStatus.FAILED
         if error is not None:
             status = TrialStatus.FAILED
-        elif not ended and STATUS not in metrics:
+        elif not ended and report.status is None:
             status = TrialStatus.RUNNING  # pending, or started and not reported yet
         elif status == TrialStatus.RUNNING and ended:
             status = TrialStatus.STOPPED  # the scheduler ended it before max_epochs
     if reason is None:
-        reason = metrics.get(REASON, "")
+        reason = report.reason
         if error and not reason:
             reason = error.strip().splitlines()[-1][:200]
     value = metrics.get(objective)
@@ -119,7 +127,7 @@ def make_row(
         metrics=metrics,
         epochs=max((int(e) + 1 for e in epochs), default=0),
         reason=reason,
-        checkpoint=checkpoint or metrics.get("checkpoint_path"),
+        checkpoint=checkpoint or report.facts.get("checkpoint_path"),
     )
 
 

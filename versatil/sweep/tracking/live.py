@@ -25,7 +25,7 @@ from versatil.sweep.tracking.store import (
     client,
     is_reachable,
 )
-from versatil.sweep.vocab.keys import EPOCH, STATUS
+from versatil.sweep.vocab.report import TrialReport
 
 __all__ = ["SweepTracker"]
 
@@ -212,9 +212,10 @@ class SweepTracker:
     ) -> None:
         """Logs a trial's result: an epoch's metrics, or just the run of a trial that ended."""
         child = self.child(trial_id, trial_name, axes)
-        if result.get(STATUS) == TrialStatus.RUNNING:
+        report = TrialReport.from_dict(result)
+        if report.status == TrialStatus.RUNNING:
             child.reopen()  # retried or resumed after its run was ended
-        if EPOCH in result:
+        if report.epoch is not None:
             child.log_epoch(result)
 
     def finish_trial(
@@ -238,15 +239,16 @@ class SweepTracker:
                 tracker.submit(tracker.trial_result, trial.trial_id, str(trial), axes, result)
 
             def on_trial_complete(self, iteration, trials, trial, **info):
-                result = trial.last_result or {}
-                status = TrialStatus(result.get(STATUS, TrialStatus.FAILED))
+                # No status in the last result (none reported): the trial failed.
+                report = TrialReport.from_dict(trial.last_result or {})
+                status = report.status or TrialStatus.FAILED
                 tracker.submit(
                     tracker.finish_trial,
                     trial.trial_id,
                     str(trial),
                     dict(trial.config),
                     TrialStatus.STOPPED if status == TrialStatus.RUNNING else status,
-                    str(result.get("reason", "")),
+                    report.reason,
                 )
 
             def on_trial_error(self, iteration, trials, trial, **info):

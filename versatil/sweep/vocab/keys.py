@@ -13,14 +13,20 @@ from typing import Any
 __all__ = [
     "BOOKKEEPING",
     "EPOCH",
+    "FIT_TIME_S",
     "HARDWARE_CEILING",
     "HARDWARE_NOTES",
     "HPARAMS",
+    "NODE_ID",
     "OBJECTIVE_MISSING",
+    "PID",
     "REASON",
     "RESUMED",
     "SEED",
     "STATUS",
+    "UNREADABLE_SKIPPED",
+    "VERSION",
+    "WORLD_SIZE",
     "flatten",
     "metric_items",
 ]
@@ -55,6 +61,24 @@ OBJECTIVE_MISSING = "objective_missing"
 RESUMED = "resumed"
 """True in the results of a trial restored from a checkpoint (a retry, a resume, an exploit)."""
 
+WORLD_SIZE = "world_size"
+"""How many processes trained the fit: 1, or a data-parallel trial's workers."""
+
+NODE_ID = "node_id"
+"""The Ray node the result's worker ran on."""
+
+PID = "pid"
+"""The worker's process id."""
+
+FIT_TIME_S = "fit_time_s"
+"""Seconds inside the trial's fit so far (settings applied, model built, epochs); a metric."""
+
+UNREADABLE_SKIPPED = "checkpoint/unreadable_skipped"
+"""How many unreadable newer checkpoints a restored trial passed over; a metric."""
+
+VERSION = "report_version"
+"""The version of the result's layout (:mod:`versatil.sweep.vocab.report`); absent: 0."""
+
 # Tune's own keys (``ray.tune.result.AUTO_RESULT_KEYS`` and the rest it adds to a result)
 # and versatil's facts about the worker: reported, but not measurements of the training.
 BOOKKEEPING = frozenset(
@@ -74,7 +98,7 @@ BOOKKEEPING = frozenset(
         "experiment_tag",
         "node_ip",
         "hostname",
-        "pid",
+        PID,
         "config",
         "checkpoint_dir_name",
         "should_checkpoint",
@@ -85,9 +109,10 @@ BOOKKEEPING = frozenset(
         HARDWARE_NOTES,
         HARDWARE_CEILING,
         OBJECTIVE_MISSING,
-        "node_id",
+        NODE_ID,
         RESUMED,
-        "world_size",
+        WORLD_SIZE,
+        VERSION,
     }
 )
 

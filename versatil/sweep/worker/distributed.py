@@ -74,6 +74,7 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
             "config": config.to_yaml_dict(),
             "sweep": sweep,
             "checkpoint": restored,
+            "resume": resume,
         },
         torch_config=TorchConfig(backend="nccl" if gpus else "gloo"),
         scaling_config=ray.train.ScalingConfig(
@@ -110,7 +111,7 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
                 tune.report(metrics)
                 continue
             checkpoint = tune.Checkpoint(path=stored.path, filesystem=stored.filesystem)
-            tune.report(resume.annotate(metrics), checkpoint=checkpoint)
+            tune.report(metrics, checkpoint=checkpoint)
             stored.filesystem.delete_dir(stored.path)  # Tune has copied it
         thread.join()
     finally:
@@ -119,7 +120,7 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
         ended = rank_ending(failure[0])
         if ended is None:
             raise failure[0]
-        tune.report(ended)
+        tune.report(ended.to_dict())
 
 
 def _forward_reports(reports: Any) -> Any:
@@ -152,6 +153,8 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
     quiet_libraries()
     sweep: SweepConfig = loop_config["sweep"]
     restored: ray.train.Checkpoint | None = loop_config.get("checkpoint")
+    # Where the coordinator found the checkpoint: each epoch counts the ones it skipped.
+    resume: Resume = loop_config.get("resume") or Resume()
     # Rank 0 writes here and reports it; Ray Train uploads it to the run's storage. Other
     # ranks write nothing.
     checkpoint_dir = Path(tempfile.mkdtemp(prefix="versatil-ddp-"))
@@ -175,10 +178,13 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
             resumed = ckpt_path is not None
             result, with_checkpoint = epoch_report(sweep, trainer, metrics, fit_start, resumed)
             if not with_checkpoint:
-                ray.train.report(result)
+                ray.train.report(result.to_dict())
                 return
             checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
-            ray.train.report(result, checkpoint=checkpoint if trainer.is_global_zero else None)
+            ray.train.report(
+                resume.annotate(result).to_dict(),
+                checkpoint=checkpoint if trainer.is_global_zero else None,
+            )
 
         context = ray.train.get_context()
         holder = f"{context.get_experiment_name()}-rank{context.get_world_rank()}"

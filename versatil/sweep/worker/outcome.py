@@ -7,7 +7,8 @@ Single-worker trials (:mod:`versatil.sweep.worker.trial`) and data-parallel ones
   one that can be read when it cannot (``checkpoint/unreadable_skipped`` in every epoch's
   result then counts the ones passed over);
 - report each epoch as :func:`epoch_report` builds it (diverged, completed or running;
-  failed when the module did not log an objective);
+  failed when the module did not log an objective), a
+  :class:`~versatil.sweep.vocab.report.TrialReport` Tune receives as its ``to_dict()``;
 - end with the one result :func:`ending_result` makes of what the fit raised: bad task
   params or a setting not in effect (``failed``, with the message), settings the device
   cannot run (``infeasible``), out of memory (``failed``, with that reason). Anything
@@ -28,13 +29,14 @@ from versatil.errors import ConfigError
 from versatil.status import TrialStatus
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.storage import CheckpointMirror
-from versatil.sweep.vocab.keys import REASON, STATUS
+from versatil.sweep.vocab.keys import UNREADABLE_SKIPPED
+from versatil.sweep.vocab.report import TrialReport
 from versatil.sweep.worker.reports import (
     end_result,
     epoch_result,
-    missing_objective,
+    missing_objective_report,
     out_of_memory_reason,
-    process_facts,
+    with_process_facts,
 )
 from versatil.sweep.worker.restore import choose_checkpoint
 
@@ -47,8 +49,6 @@ __all__ = [
     "rank_ending",
     "resume_point",
 ]
-
-UNREADABLE_SKIPPED = "checkpoint/unreadable_skipped"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,11 +67,11 @@ class Resume:
     skipped: tuple[str, ...] = ()
     remote: str | None = None
 
-    def annotate(self, result: dict[str, Any]) -> dict[str, Any]:
-        """``result`` with how many unreadable checkpoints were skipped, when any were."""
-        if self.skipped:
-            result[UNREADABLE_SKIPPED] = len(self.skipped)
-        return result
+    def annotate(self, report: TrialReport) -> TrialReport:
+        """``report`` with how many unreadable checkpoints were skipped, when any were."""
+        if not self.skipped:
+            return report
+        return dataclasses.replace(report, unreadable_skipped=len(self.skipped))
 
 
 def resume_point(policy: str) -> Resume:
@@ -104,7 +104,7 @@ def epoch_report(
     metrics: dict[str, float],
     fit_start: float,
     resumed: bool,
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[TrialReport, bool]:
     """The result to report after an epoch, and whether its checkpoint goes with it.
 
     An epoch without the sweep's objectives fails the trial: the trainer is told to
@@ -117,14 +117,14 @@ def epoch_report(
         fit_start: ``time.perf_counter()`` when the fit began.
         resumed: Whether the fit went on from a checkpoint.
     """
-    failed = missing_objective(sweep, metrics, trainer.callback_metrics)
+    failed = missing_objective_report(sweep, metrics, trainer.callback_metrics)
     if failed is not None:
         trainer.should_stop = True
-        return {**failed, **process_facts()}, False
+        return with_process_facts(failed), False
     return epoch_result(trainer, metrics, fit_start, resumed), True
 
 
-def ending_result(sweep: SweepConfig, error: BaseException) -> dict[str, Any] | None:
+def ending_result(sweep: SweepConfig, error: BaseException) -> TrialReport | None:
     """The one result that ends a trial whose fit raised ``error``; ``None``: raise it.
 
     The trial ends on bad task params (:class:`~versatil.errors.ConfigError`), a
@@ -150,7 +150,7 @@ def ending_result(sweep: SweepConfig, error: BaseException) -> dict[str, Any] | 
         status, reason = TrialStatus.FAILED, oom
         error.__traceback__ = None  # its frames hold the fit's tensors
         _release_memory()
-    return {**end_result(sweep, status, reason), **process_facts()}
+    return with_process_facts(end_result(sweep, status, reason))
 
 
 class TrialEnded(Exception):
@@ -163,16 +163,16 @@ class TrialEnded(Exception):
         result: The result that ends the trial.
     """
 
-    def __init__(self, result: dict[str, Any]) -> None:
-        super().__init__(f"{result.get(STATUS)}: {result.get(REASON)}")
+    def __init__(self, result: TrialReport) -> None:
+        super().__init__(f"{result.status}: {result.reason}")
         self.result = result
 
-    def __reduce__(self) -> tuple[type, tuple[dict[str, Any]]]:
+    def __reduce__(self) -> tuple[type, tuple[TrialReport]]:
         # Ray pickles a rank's exception to the coordinator.
         return (type(self), (self.result,))
 
 
-def rank_ending(error: BaseException) -> dict[str, Any] | None:
+def rank_ending(error: BaseException) -> TrialReport | None:
     """The result a data-parallel rank ended the trial with, from Ray Train's error.
 
     When one rank ran out of memory, the others may fail only because it left their

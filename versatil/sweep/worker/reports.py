@@ -5,6 +5,7 @@ Used by the single-worker trainable and by the data-parallel workers alike.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -13,41 +14,40 @@ from typing import Any
 from versatil.status import TrialStatus
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.config.trial import worst_value
-from versatil.sweep.vocab.keys import (
-    HARDWARE_CEILING,
-    HARDWARE_NOTES,
-    HPARAMS,
-    OBJECTIVE_MISSING,
-    REASON,
-    STATUS,
-    flatten,
-)
+from versatil.sweep.vocab.keys import EPOCH, flatten
+from versatil.sweep.vocab.report import TrialReport
 
 __all__ = [
     "end_result",
     "epoch_result",
+    "hardware_facts",
     "missing_objective",
+    "missing_objective_report",
     "out_of_memory_reason",
-    "process_facts",
+    "with_process_facts",
 ]
 
 
-def process_facts() -> dict[str, Any]:
-    """Which worker ran the epoch, and the process-wide state it trained under."""
+def with_process_facts(report: TrialReport) -> TrialReport:
+    """``report`` with the worker that ran it, and the process-wide state it trained under."""
     import ray
     import torch
 
-    return {
-        "node_id": ray.get_runtime_context().get_node_id(),
-        "pid": os.getpid(),
-        "in_effect/matmul_precision": torch.get_float32_matmul_precision(),
-        "in_effect/default_dtype": str(torch.get_default_dtype()).removeprefix("torch."),
-    }
+    return dataclasses.replace(
+        report,
+        node_id=ray.get_runtime_context().get_node_id(),
+        pid=os.getpid(),
+        facts={
+            **report.facts,
+            "in_effect/matmul_precision": torch.get_float32_matmul_precision(),
+            "in_effect/default_dtype": str(torch.get_default_dtype()).removeprefix("torch."),
+        },
+    )
 
 
 def epoch_result(
     trainer: Any, metrics: dict[str, float], fit_start: float, resumed: bool
-) -> dict[str, Any]:
+) -> TrialReport:
     """The result a trial reports after an epoch: metrics, status and worker facts."""
     loss = metrics.get("train_loss", 0.0)
     if not math.isfinite(loss):
@@ -56,43 +56,45 @@ def epoch_result(
         status = TrialStatus.COMPLETED
     else:
         status = TrialStatus.RUNNING
-    result = {
-        **metrics,
-        **process_facts(),
-        STATUS: status,
-        "resumed": resumed,
-        "world_size": trainer.world_size,
+    report = TrialReport(
+        status=status,
+        epoch=int(metrics[EPOCH]) if EPOCH in metrics else trainer.current_epoch,
+        resumed=resumed,
+        world_size=trainer.world_size,
         # Seconds inside this trial's fit so far (settings applied, model built, epochs).
-        "fit_time_s": time.perf_counter() - fit_start,
-    }
-    if not resumed and trainer.current_epoch == 0:
+        fit_time_s=time.perf_counter() - fit_start,
         # The module's own hyperparameters (save_hyperparameters()), once per trial.
-        result[HPARAMS] = flatten(dict(trainer.lightning_module.hparams))
-    return {**result, **hardware_facts(trainer)}
+        hparams=(
+            flatten(dict(trainer.lightning_module.hparams))
+            if not resumed and trainer.current_epoch == 0
+            else None
+        ),
+        metrics={k: v for k, v in metrics.items() if k != EPOCH},
+    )
+    return hardware_facts(trainer, with_process_facts(report))
 
 
-def hardware_facts(trainer: Any) -> dict[str, Any]:
-    """The fit's ceilings, and why a hardware metric is absent; sent with every epoch.
+def hardware_facts(trainer: Any, report: TrialReport) -> TrialReport:
+    """``report`` with the fit's ceilings, and why a hardware metric is absent.
 
-    The ceilings are what ``ceiling_fraction`` divides by; the notes say why FLOPs, the
-    ceiling, MFU or energy is missing.
+    Sent with every epoch: the ceilings are what ``ceiling_fraction`` divides by; the
+    notes say why FLOPs, the ceiling, MFU or energy is missing.
     """
     from versatil.training.hardware.utilization import utilization_of
 
     monitor = utilization_of(trainer)
     if monitor is None:
-        return {}
-    facts: dict[str, Any] = {}
-    if monitor.ceiling is not None:
-        facts[HARDWARE_CEILING] = monitor.ceiling.as_dict()
-    if monitor.notes:
-        facts[HARDWARE_NOTES] = dict(monitor.notes)
-    return facts
+        return report
+    return dataclasses.replace(
+        report,
+        hardware_ceiling=monitor.ceiling.as_dict() if monitor.ceiling is not None else None,
+        hardware_notes=dict(monitor.notes) if monitor.notes else None,
+    )
 
 
-def missing_objective(
+def missing_objective_report(
     sweep: SweepConfig, metrics: dict[str, float], logged: Any
-) -> dict[str, Any] | None:
+) -> TrialReport | None:
     """The result that fails a trial whose module did not log an objective, else ``None``.
 
     The objectives can only be checked once a fit has run an epoch; the sweep's driver
@@ -110,19 +112,25 @@ def missing_objective(
     names = sorted(logged)
     reason = (
         f"{field}: {', '.join(repr(m) for m in missing)} was not logged by the module in epoch "
-        f"{int(metrics.get('epoch', 0))}; it logged {', '.join(names) or 'nothing'}; set "
+        f"{int(metrics.get(EPOCH, 0))}; it logged {', '.join(names) or 'nothing'}; set "
         f"{field} to one of those, or log it with self.log() in the LightningModule"
     )
-    return {**end_result(sweep, TrialStatus.FAILED, reason), OBJECTIVE_MISSING: True}
+    report = end_result(sweep, TrialStatus.FAILED, reason)
+    return dataclasses.replace(report, objective_missing=True)
 
 
-def end_result(sweep: SweepConfig, status: TrialStatus, reason: str) -> dict[str, Any]:
+def missing_objective(
+    sweep: SweepConfig, metrics: dict[str, float], logged: Any
+) -> dict[str, Any] | None:
+    """:func:`missing_objective_report` as the dict Tune receives, else ``None``."""
+    report = missing_objective_report(sweep, metrics, logged)
+    return report.to_dict() if report is not None else None
+
+
+def end_result(sweep: SweepConfig, status: TrialStatus, reason: str) -> TrialReport:
     """The one result of a trial that could not train: worst objectives, status, reason."""
-    return {
-        **{metric: worst_value(mode) for metric, mode in sweep.objective.objectives},
-        STATUS: status,
-        REASON: reason,
-    }
+    worst = {metric: worst_value(mode) for metric, mode in sweep.objective.objectives}
+    return TrialReport(status=status, reason=reason, metrics=worst)
 
 
 _OOM_MESSAGES = ("can't allocate memory", "out of memory")

@@ -54,7 +54,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
             require_given_gpu(config.accelerator, sweep.resources.gpus_for(config.accelerator))
         resume = resume_point(sweep.on_unreadable_checkpoint)
     except ConfigError as error:
-        tune.report(ending_result(sweep, error))
+        tune.report(ending_result(sweep, error).to_dict())
         return
     if sweep.resources.workers_per_trial > 1:
         from versatil.sweep.worker.distributed import run_distributed_trial
@@ -73,10 +73,10 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
     def report(trainer: Any, metrics: dict[str, float]) -> None:
         result, with_checkpoint = epoch_report(sweep, trainer, metrics, fit_start, resumed)
         if not with_checkpoint:
-            tune.report(result)
+            tune.report(result.to_dict())
             return
         checkpoint = tune.Checkpoint.from_directory(checkpoint_dir)
-        tune.report(resume.annotate(result), checkpoint=checkpoint)
+        tune.report(resume.annotate(result).to_dict(), checkpoint=checkpoint)
 
     # The params PBT mutates: after an exploit, the optimizer takes the values the task
     # configures from them instead of those restored with the source's checkpoint.
@@ -100,4 +100,4 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
         ended = ending_result(sweep, error)
         if ended is None:
             raise
-        tune.report(ended)
+        tune.report(ended.to_dict())
