@@ -28,7 +28,7 @@ from versatil.sweep.results.records import TrialRecord, axes_of, read_trials
 from versatil.sweep.results.rows import TrialRow, make_row
 from versatil.sweep.storage import Storage
 from versatil.sweep.tracking import TrackingGap, close_sweep
-from versatil.sweep.vocab.keys import EPOCH, OBJECTIVE_MISSING, STATUS
+from versatil.sweep.vocab.keys import EPOCH
 
 __all__ = [
     "Concluded",
@@ -107,9 +107,9 @@ def conclude_trials(
     """Rows from Tune's results and records, judged; re-timed when in contention."""
     records = read_trials(prepared.storage.pull(prepared.name))
     rows = rows_from_results(results, config, records, prepared.storage)
-    missing = next((r for r in rows if r.metrics.get(OBJECTIVE_MISSING)), None)
+    missing = next((r for r in rows if r.report.objective_missing), None)
     if missing is not None:
-        rows = [r if STATUS in r.metrics else _not_run(r) for r in rows]
+        rows = [r if r.report.status is not None else _not_run(r) for r in rows]
 
     def retime(found: list[Candidate]) -> dict[str, Any] | None:
         return confirm_or_explain(config, found, stream or sys.stdout)
@@ -135,7 +135,7 @@ def end_sweep(
         mark_ended(storage, name, tracker.context.parent_run_id, len(rows))
     missing = concluded.missing
     if missing is not None:
-        ran = sum(STATUS in r.metrics for r in rows)
+        ran = sum(r.report.status is not None for r in rows)
         raise ConfigError(
             f"{missing.reason}. The sweep stopped at that result: every trial runs the same "
             f"module ({ran} of {len(rows)} trials started, none trained past this epoch); "

@@ -23,7 +23,6 @@ from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.results.target import TIME_TO_TARGET
 from versatil.sweep.tracking import SweepEnd, SweepTracker, TrackingContext, backfill
 from versatil.sweep.vocab import tags
-from versatil.sweep.vocab.keys import RESUMED
 from versatil.sweep.vocab.names import CONFIRM_ARTIFACT
 
 __all__ = ["make_tracker", "sweep_end"]
@@ -75,7 +74,7 @@ def sweep_end(
             series[TIME_TO_TARGET] = [row.metrics[TIME_TO_TARGET]]
     child_tags = judgement.child_tags()
     for row in rows:
-        if row.metrics.get(RESUMED):  # a PBT exploit may have changed its axes' values
+        if row.report.resumed:  # a PBT exploit may have changed its axes' values
             trained = json.dumps(row.axes, default=str)
             child_tags.setdefault(row.trial_id, {})[tags.TRAINED_AXES] = trained
     parent_tags = {tags.VERDICT: judgement.verdict.text}

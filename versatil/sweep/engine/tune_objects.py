@@ -7,7 +7,8 @@ from typing import Any
 from versatil.sweep.config.axes import NumericAxis
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.engine.space import grid_points, numeric_domain, replicate_points
-from versatil.sweep.vocab.keys import OBJECTIVE_MISSING, SEED
+from versatil.sweep.vocab.keys import SEED
+from versatil.sweep.vocab.report import TrialReport
 
 __all__ = ["make_scheduler", "make_searcher", "num_samples", "objective_stopper"]
 
@@ -149,7 +150,7 @@ def objective_stopper() -> Any:
             self.missing = False
 
         def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
-            if result.get(OBJECTIVE_MISSING):
+            if TrialReport.from_dict(result).objective_missing:
                 self.missing = True
             return self.missing
 

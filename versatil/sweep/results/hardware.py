@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from versatil.sweep.results.answer import SETTING_HARDWARE
-from versatil.sweep.vocab.keys import HARDWARE_CEILING
+from versatil.sweep.vocab.report import TrialReport
 from versatil.training.hardware.dtypes import COMPUTE_DTYPES
 
 __all__ = [
@@ -45,7 +45,7 @@ def ceilings_of(rows: Iterable[Any]) -> list[dict[str, Any]]:
     """The distinct device ceilings the trials divided by, in the order first seen."""
     seen: dict[str, dict[str, Any]] = {}
     for row in rows:
-        ceiling = row.metrics.get(HARDWARE_CEILING)
+        ceiling = TrialReport.from_dict(row.metrics).hardware_ceiling
         if isinstance(ceiling, dict) and isinstance(ceiling.get("key"), dict):
             ident = repr(sorted(ceiling["key"].items()))
             known = seen.setdefault(ident, {"key": ceiling["key"]})

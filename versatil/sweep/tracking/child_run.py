@@ -9,8 +9,9 @@ from typing import Any
 from versatil.status import MLFLOW_RUNNING, TrialStatus
 from versatil.sweep.tracking.store import TrackingContext, find_child_run
 from versatil.sweep.vocab import tags
-from versatil.sweep.vocab.keys import EPOCH, HARDWARE_NOTES, HPARAMS, flatten, metric_items
+from versatil.sweep.vocab.keys import EPOCH, HPARAMS, flatten, metric_items
 from versatil.sweep.vocab.names import CHECKPOINT_ARTIFACT, configuration_name, run_name
+from versatil.sweep.vocab.report import TrialReport
 
 __all__ = ["ChildRun", "log_checkpoint", "mlflow_key", "trial_params"]
 
@@ -195,9 +196,10 @@ class ChildRun:
         """
         from mlflow.entities import Metric
 
-        if isinstance(result.get(HPARAMS), Mapping):
-            self.add_params(result[HPARAMS])
-        for key, why in (result.get(HARDWARE_NOTES) or {}).items():
+        report = TrialReport.from_dict(result)
+        if report.hparams:
+            self.add_params(report.hparams)
+        for key, why in (report.hardware_notes or {}).items():
             tag = f"{tags.NOTE_PREFIX}{key}"
             if self._noted.get(tag) != str(why):
                 self._notes[tag] = str(why)[:5000]
