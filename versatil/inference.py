@@ -8,6 +8,8 @@ quantized the way its ``"quantization"`` entry records, then loaded.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from versatil.quantization.backends import (
     load_quantized_state,
     quantized_like,
 )
-from versatil.training.apply import convert_for_inference
+from versatil.training.apply import compile_targets, convert_for_inference
 from versatil.training.checkpoint import build_module, read_checkpoint
 from versatil.training.config import TrainConfig
 from versatil.training.constants import CheckpointFilename, CheckpointKey, PrecisionType
@@ -73,7 +75,18 @@ class InferenceModel:
             return self.module(inputs)
 
 
-def load_for_inference(directory: Path, device: str | torch.device = "cpu") -> InferenceModel:
+SETTING_FIELDS = ("precision", "compile_mode", "matmul_precision")
+"""The settings :func:`load_for_inference` may apply instead of the checkpoint's."""
+
+MODEL_URI_SCHEMES = ("models:/", "runs:/")
+"""URIs :func:`load_for_inference` downloads from MLflow before loading them."""
+
+
+def load_for_inference(
+    directory: Path | str,
+    device: str | torch.device = "cpu",
+    settings: Mapping[str, Any] | None = None,
+) -> InferenceModel:
     """Rebuilds the model of a checkpoint directory and loads its weights for inference.
 
     The model is built from ``config.yaml``, takes the dtype the checkpoint stored, and is
@@ -81,9 +94,24 @@ def load_for_inference(directory: Path, device: str | torch.device = "cpu") -> I
     checkpoint (``precision: "8"``, written by ``versatil.quantization``) is built in
     float32, quantized the way its ``"quantization"`` entry records (torchao or torch.ao),
     and then loaded: INT8 runs on CPU.
+
+    Args:
+        directory: A checkpoint directory, or an MLflow URI (``models:/NAME@recommended``,
+            ``models:/m-...``, ``runs:/RUN_ID/checkpoint``) of a model a sweep logged or
+            of a checkpoint artifact; it is downloaded first.
+        device: Where the model runs.
+        settings: ``precision``, ``compile_mode`` and ``matmul_precision`` to apply
+            instead of the checkpoint's (any of them; ``"none"`` for eager or torch's
+            default). The model is then cast to the precision's dtype, and compiled when
+            a compile mode is given.
     """
-    directory = Path(directory)
+    directory = _local_checkpoint(directory)
     config, checkpoint = read_checkpoint(directory)
+    overridden = {k: v for k, v in (settings or {}).items() if k in SETTING_FIELDS}
+    if overridden:
+        config = TrainConfig.from_mapping(
+            {**config.to_yaml_dict(), **overridden}, prefix="settings"
+        )
     state_dict = checkpoint[CheckpointKey.STATE_DICT]
     module = build_module(config)
     if config.precision is PrecisionType.INT8:
@@ -96,13 +124,39 @@ def load_for_inference(directory: Path, device: str | torch.device = "cpu") -> I
         module.load_state_dict(state_dict)
     module.on_load_checkpoint(checkpoint)
     module = convert_for_inference(module, config.precision)
+    if overridden and config.precision is not PrecisionType.INT8:
+        module = module.to(config.precision.get_model_dtype())
+    module = module.to(device).eval()
+    if overridden and config.compile_mode is not None:
+        for target in compile_targets(module):
+            target.forward = torch.compile(target.forward, mode=config.compile_mode.value)
     tokenizer_dir = directory / CheckpointFilename.TOKENIZER_DIR
     return InferenceModel(
-        module=module.to(device).eval(),
+        module=module,
         config=config,
         input_stats=checkpoint.get(CheckpointKey.INPUT_STATS),
         tokenizer_dir=tokenizer_dir if tokenizer_dir.is_dir() else None,
     )
+
+
+def _local_checkpoint(location: Path | str) -> Path:
+    """A checkpoint directory on this machine: ``location``, or what its MLflow URI holds.
+
+    A logged model (an ``MLmodel`` file at its root) holds the checkpoint under
+    ``artifacts/``; a run's ``checkpoint`` artifact is the directory itself.
+    """
+    if not str(location).startswith(MODEL_URI_SCHEMES):
+        return Path(location)
+    import mlflow.artifacts
+
+    target = tempfile.mkdtemp(prefix="versatil-model-")
+    local = Path(mlflow.artifacts.download_artifacts(str(location), dst_path=target))
+    if (local / CheckpointFilename.CONFIG).is_file():
+        return local
+    found = sorted(local.glob(f"artifacts/*/{CheckpointFilename.CONFIG}"))
+    if not found:
+        raise FileNotFoundError(f"{location}: no checkpoint directory (no config.yaml) in it")
+    return found[0].parent
 
 
 def _load_int8(module: L.LightningModule, checkpoint: dict[str, Any], directory: Path) -> None:
