@@ -65,7 +65,7 @@ SECTIONS = {
     ],
     "resources": ["cpu", "gpu", "workers_per_trial"],
     "trainer": ["max_epochs", "accelerator", "seed"],
-    "mlflow": ["experiment", "tracking_uri", "log_checkpoints", "register_best"],
+    "mlflow": ["experiment", "tracking_uri", "log_checkpoints", "register", "register_best"],
     "post_training": ["int8"],
     "space.lr": ["choice", "grid", "uniform", "loguniform", "randint"],
     "space.matmul_precision": ["values", "exclude"],
@@ -191,6 +191,7 @@ BAD_VALUES = [
         "mlflow.log_checkpoints",
         st.one_of(words.filter(lambda w: w not in ("best", "all", "none")), containers),
     ),
+    ("mlflow.register", st.one_of(st.integers(), containers)),
     ("mlflow.register_best", st.one_of(st.integers(), containers)),
     (
         "post_training.int8",

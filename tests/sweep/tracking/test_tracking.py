@@ -69,9 +69,11 @@ def test_parent_and_child_runs_on_a_real_server(ray_cluster, mlflow_server, swee
     assert all(not client.list_artifacts(r.info.run_id, "checkpoint") for r in others)
     assert experiment is not None
 
+    # register_best, deprecated, is register: the recommended setting's logged model.
     (version,) = client.search_model_versions("name='reaching-policy'")
     assert version.run_id == best_run.info.run_id
-    assert version.source.endswith("/checkpoint")
+    assert version.source.startswith("models:/m-")
+    assert client.get_model_version_by_alias("reaching-policy", "recommended").version == "1"
 
 
 def test_embedded_sqlite_store_is_the_default(ray_cluster, sweep_config, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -236,6 +237,13 @@ class TrainerSection(pydantic.BaseModel):
         return parse_accelerator("accelerator", value)
 
 
+# ``register`` is also a method of pydantic's metaclass (ABCMeta's): the field's value is
+# what an instance holds, which is all the sweep reads; pydantic's warning says only that.
+warnings.filterwarnings(
+    "ignore", message='Field name "register" in "MlflowSection" shadows', category=UserWarning
+)
+
+
 class MlflowSection(pydantic.BaseModel):
     """Where trials are recorded."""
 
@@ -248,11 +256,33 @@ class MlflowSection(pydantic.BaseModel):
         None, description="MLflow server URI; default: a SQLite file under the storage path."
     )
     log_checkpoints: Literal["best", "all", "none"] = pydantic.Field(
-        "best", description="Which trials' checkpoints are logged as artifacts."
+        "best",
+        description="Which trials' checkpoints are logged as artifacts; a completed trial's "
+        "also as an MLflow logged model that mlflow.pyfunc.load_model loads.",
+    )
+    register: str | None = pydantic.Field(
+        None,
+        description="Register the recommended setting's logged model in the Model Registry "
+        "as NAME, its version aliased 'recommended'.",
     )
     register_best: str | None = pydantic.Field(
-        None, description="Register the best trial's checkpoint in the Model Registry as NAME."
+        None, description="Deprecated: the former name of register, which it sets."
     )
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _register_best_is_register(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or not isinstance(data.get("register_best"), str):
+            return data  # absent, or the field's own validation names the bad value
+        warnings.warn(
+            "mlflow.register_best is deprecated: write mlflow.register (it registers the "
+            "recommended setting's logged model, aliased 'recommended')",
+            FutureWarning,
+            stacklevel=2,
+        )
+        if data.get("register") is None:
+            return {**data, "register": data["register_best"]}
+        return data
 
     @pydantic.field_validator("experiment", mode="after")
     @classmethod

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from versatil.errors import ConfigError
+from versatil.stats import Estimate
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.config.trial import train_config_for
 from versatil.sweep.results.confirmation import round_metrics
@@ -21,11 +22,12 @@ from versatil.sweep.results.judgement import Judgement, summary_text
 from versatil.sweep.results.records import TrialRecord
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.results.target import TIME_TO_TARGET
+from versatil.sweep.results.verdict import Verdict
 from versatil.sweep.tracking import SweepEnd, SweepTracker, TrackingContext, backfill
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.names import CONFIRM_ARTIFACT
 
-__all__ = ["make_tracker", "sweep_end"]
+__all__ = ["make_tracker", "recommended_tags", "sweep_end"]
 
 
 def make_tracker(
@@ -88,4 +90,40 @@ def sweep_end(
         parent_metrics=parent_metrics,
         child_metrics=child_metrics,
         parent_documents=documents,
+        recommended=judgement.verdict.recommended,
+        recommended_tags=recommended_tags(judgement.verdict),
     )
+
+
+def _interval(estimate: Estimate) -> str:
+    """``[low, high]``; ``unbounded`` when the data cannot bound it (one seed, one pair)."""
+    if not estimate.bounded:
+        return "unbounded"
+    return f"[{estimate.low:.4g}, {estimate.high:.4g}]"
+
+
+def recommended_tags(verdict: Verdict) -> dict[str, str]:
+    """The registered version's tags: the recommended setting, its speedup, its objective.
+
+    The speedup is over the verdict's reference, with its interval (``reference`` for the
+    reference itself); the objective is its best configuration's mean over seeds, with
+    its interval, named by the metric.
+    """
+    chosen = next((s for s in verdict.settings if s.best_trial == verdict.recommended), None)
+    if chosen is None:
+        return {}
+    precision, compile_mode, matmul = chosen.setting
+    found = {
+        tags.VERSION_SETTING: chosen.label,
+        "precision": precision,
+        "compile_mode": compile_mode,
+        "matmul_precision": matmul,
+        tags.OBJECTIVE: verdict.metric,
+        tags.VERSION_OBJECTIVE: f"{chosen.objective.value:.6g}",
+        tags.VERSION_OBJECTIVE_INTERVAL: _interval(chosen.objective),
+        tags.VERSION_SPEEDUP: "reference" if chosen is verdict.reference else "unmeasured",
+    }
+    if chosen.speedup is not None and chosen is not verdict.reference:
+        found[tags.VERSION_SPEEDUP] = f"{chosen.speedup.value:.4g}"
+        found[tags.VERSION_SPEEDUP_INTERVAL] = _interval(chosen.speedup)
+    return found

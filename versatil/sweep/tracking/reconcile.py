@@ -21,7 +21,8 @@ from versatil.status import MLFLOW_FINISHED, MLFLOW_RUNNING, TrialStatus
 from versatil.sweep.storage import local_checkpoint
 from versatil.sweep.tracking.child_run import log_checkpoint
 from versatil.sweep.tracking.live import SweepTracker
-from versatil.sweep.tracking.registry import register_checkpoint
+from versatil.sweep.tracking.logged_models import log_trial_model
+from versatil.sweep.tracking.registry import register_model
 from versatil.sweep.tracking.store import child_runs
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.names import CHECKPOINT_ARTIFACT
@@ -156,6 +157,10 @@ class SweepEnd:
         parent_metrics: Metric series of the parent run, one value per step.
         child_metrics: Metric series per trial id, one value per step.
         parent_documents: JSON documents logged to the parent run, by artifact file.
+        recommended: The trial id of the recommended setting's best trial, if any (its
+            logged model is registered when ``mlflow.register`` asks).
+        recommended_tags: Tags of its registered version: the setting, its speedup with
+            the interval, the objective.
     """
 
     best: Any | None
@@ -167,6 +172,8 @@ class SweepEnd:
         default_factory=dict
     )
     parent_documents: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    recommended: str | None = None
+    recommended_tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _log_series(client: Any, run_id: str, series: Mapping[str, Sequence[float]]) -> None:
@@ -193,8 +200,9 @@ def close_sweep(
     """The end of a sweep in the store; ``None`` when it is all there, else what is not.
 
     Backfills every epoch and ends every run from Tune's records (a driver killed before
-    it logged them, an outage), logs the chosen checkpoints (``mlflow.log_checkpoints``)
-    and registers the best (``mlflow.register_best``), sets the Pareto and verdict tags,
+    it logged them, an outage), logs the chosen checkpoints (``mlflow.log_checkpoints``),
+    each completed trial's also as an MLflow logged model, registers the recommended
+    setting's (``mlflow.register``), sets the Pareto and verdict tags,
     and ends the parent run with the summary.
 
     Args:
@@ -275,6 +283,43 @@ def log_end(client: Any, parent: str, runs: Mapping[str, Any], end: SweepEnd) ->
     client.log_text(parent, end.summary, "summary.txt")
 
 
+def _chosen(sweep: Any, rows: Sequence[Any], end: SweepEnd) -> list[Any]:
+    """The rows whose checkpoints are logged: ``mlflow.log_checkpoints``, and the registered."""
+    best = end.best
+    chosen = {"all": list(rows), "best": [best] if best else [], "none": []}[
+        sweep.mlflow.log_checkpoints
+    ]
+    registered = []
+    if sweep.mlflow.register and end.recommended is not None:
+        registered = [r for r in rows if r.trial_id == end.recommended]
+    for row in registered:
+        if row not in chosen:
+            chosen = [*chosen, row]  # a registered model needs its checkpoint logged
+    return chosen
+
+
+def _log_models(
+    tracker: SweepTracker, rows: Sequence[Any], runs: Mapping[str, Any], end: SweepEnd
+) -> None:
+    """Logs the chosen checkpoints; a completed trial's also as a logged model.
+
+    The recommended trial's model is registered as ``mlflow.register`` (its version gets
+    the ``recommended`` alias).
+    """
+    client, context, name = tracker.client, tracker.context, tracker.sweep.mlflow.register
+    for row in _chosen(tracker.sweep, rows, end):
+        run = runs.get(row.trial_id)
+        local = _fetched(row.checkpoint) if run is not None and row.checkpoint else None
+        if run is None or local is None:
+            continue
+        _log_checkpoint_once(client, run.info.run_id, local)
+        if row.status != TrialStatus.COMPLETED:
+            continue
+        model_id = log_trial_model(client, context.experiment_id, run, local)
+        if name and row.trial_id == end.recommended:
+            register_model(client, name, model_id, run.info.run_id, end.recommended_tags)
+
+
 def close_runs(
     tracker: SweepTracker, rows: Sequence[Any], records: Sequence[Any], end: SweepEnd
 ) -> Backfilled:
@@ -283,7 +328,7 @@ def close_runs(
     Rows still ``running`` (a sweep that goes on, or was killed) keep their runs open,
     and then the parent run too.
     """
-    sweep, client, best = tracker.sweep, tracker.client, end.best
+    client = tracker.client
     done = backfill(tracker, records, close=False)
     # Tune's rows decide each trial's end (a stopped trial, an error's reason).
     for row in rows:
@@ -296,17 +341,7 @@ def close_runs(
     found = child_runs(client, tracker.context)
     lost = set(end_unrecorded(client, found, {row.trial_id for row in rows}))
     runs = {tag: r for r in found if (tag := r.data.tags.get(tags.TRIAL_ID)) not in lost}
-    policy = sweep.mlflow.log_checkpoints
-    chosen = {"all": list(rows), "best": [best] if best else [], "none": []}[policy]
-    if sweep.mlflow.register_best and best is not None and best not in chosen:
-        chosen = [*chosen, best]  # a registered model needs its checkpoint logged
-    for row in chosen:
-        run = runs.get(row.trial_id)
-        local = _fetched(row.checkpoint) if run is not None and row.checkpoint else None
-        if run is not None and local is not None:
-            _log_checkpoint_once(client, run.info.run_id, local)
-            if sweep.mlflow.register_best and row is best:
-                register_checkpoint(client, sweep.mlflow.register_best, run)
+    _log_models(tracker, rows, runs, end)
     parent = tracker.context.parent_run_id
     log_end(client, parent, runs, end)
     if all(row.status != TrialStatus.RUNNING for row in rows):

@@ -31,6 +31,12 @@ __all__ = [
     "TRIAL_NAME",
     "TRUNCATED_PARAMS",
     "VERDICT",
+    "VERSION_MODEL_ID",
+    "VERSION_OBJECTIVE",
+    "VERSION_OBJECTIVE_INTERVAL",
+    "VERSION_SETTING",
+    "VERSION_SPEEDUP",
+    "VERSION_SPEEDUP_INTERVAL",
 ]
 
 # A sweep's parent run.
@@ -79,3 +85,15 @@ INT8_BACKEND = "versatil.int8.backend"
 INT8_SOURCE = "versatil.int8.checkpoint_source"
 """Where the checkpoint came from: an MLflow artifact or the storage path."""
 INT8_FALLBACK = "versatil.int8.fallback_reason"
+
+# A registered model version of the recommended setting (``mlflow.register``).
+VERSION_MODEL_ID = "versatil.model_id"
+"""The version's logged model id, by which a model is registered once."""
+VERSION_SETTING = "versatil.setting"
+"""The recommended setting's label, e.g. ``bf16-mixed + eager``."""
+VERSION_SPEEDUP = "versatil.speedup"
+"""Its speedup over the reference; ``reference`` or ``unmeasured`` when it has none."""
+VERSION_SPEEDUP_INTERVAL = "versatil.speedup_interval"
+VERSION_OBJECTIVE = "versatil.objective_value"
+"""Its best configuration's objective, the mean over seeds (the metric: ``versatil.objective``)."""
+VERSION_OBJECTIVE_INTERVAL = "versatil.objective_interval"
