@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from versatil.cli_common import run_main
@@ -89,6 +90,24 @@ def test_completed_trials_are_logged_models_and_the_answer_is_registered(
     assert float(version.tags["versatil.objective_value"]) > 0
     assert version.tags["versatil.speedup"] == "reference"
 
+    # fastest: the no-worse setting with the highest measured speedup (none unmeasured);
+    # most-accurate: the setting with the best objective. Each the verdict's best trial.
+    verdict = outcome.judgement.verdict
+    timed = [s for s in verdict.settings if s.no_worse and s.speedup is not None]
+    expected = {
+        "most-accurate": min(verdict.settings, key=lambda s: s.objective.value).best_trial,
+        "fastest": max(timed, key=lambda s: s.speedup.value).best_trial if timed else None,
+    }
+    for alias, trial in expected.items():
+        if trial is None:
+            with pytest.raises(MlflowException):
+                client.get_model_version_by_alias(REGISTERED, alias)
+            continue
+        aliased = client.get_model_version_by_alias(REGISTERED, alias)
+        assert aliased.run_id == runs[trial].info.run_id
+    # One setting: every alias is its best trial's one version.
+    assert expected["most-accurate"] == recommended
+
     # A sync (and a resumed sweep's end) logs no model and registers no version twice.
     storage = tmp_path / "runs"
     assert run_main(main, ["sync", "logged-models", "--storage-path", str(storage)]) == 0
@@ -97,6 +116,9 @@ def test_completed_trials_are_logged_models_and_the_answer_is_registered(
     (again,) = client.search_model_versions(f"name='{REGISTERED}'")
     assert again.version == version.version
     assert client.get_model_version_by_alias(REGISTERED, "recommended").version == version.version
+    for alias, trial in expected.items():
+        if trial is not None:
+            assert client.get_model_version_by_alias(REGISTERED, alias).version == version.version
 
     # A fresh process that may not unpickle loads it, in bf16, and predicts.
     checkpoint = next(r.checkpoint for r in outcome.rows if r.trial_id == recommended)

@@ -22,12 +22,14 @@ from versatil.sweep.results.judgement import Judgement, summary_text
 from versatil.sweep.results.records import TrialRecord
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.results.target import TIME_TO_TARGET
-from versatil.sweep.results.verdict import Verdict
+from versatil.sweep.results.verdict import SettingResult, Verdict
 from versatil.sweep.tracking import SweepEnd, SweepTracker, TrackingContext, backfill
+from versatil.sweep.tracking.registry import FASTEST_ALIAS, MOST_ACCURATE_ALIAS
 from versatil.sweep.vocab import tags
+from versatil.sweep.vocab.direction import Direction
 from versatil.sweep.vocab.names import CONFIRM_ARTIFACT
 
-__all__ = ["make_tracker", "recommended_tags", "sweep_end"]
+__all__ = ["make_tracker", "pareto_aliases", "recommended_tags", "sweep_end", "version_tags"]
 
 
 def make_tracker(
@@ -82,6 +84,7 @@ def sweep_end(
     parent_tags = {tags.VERDICT: judgement.verdict.text}
     if judgement.verdict.target is not None:
         parent_tags[tags.TARGET] = repr(judgement.verdict.target)
+    aliases = pareto_aliases(judgement.verdict)
     return SweepEnd(
         best=judgement.best,
         summary=summary_text(rows, judgement),
@@ -92,6 +95,8 @@ def sweep_end(
         parent_documents=documents,
         recommended=judgement.verdict.recommended,
         recommended_tags=recommended_tags(judgement.verdict),
+        aliases=aliases,
+        version_tags={trial: version_tags(judgement.verdict, trial) for trial in aliases.values()},
     )
 
 
@@ -102,16 +107,54 @@ def _interval(estimate: Estimate) -> str:
     return f"[{estimate.low:.4g}, {estimate.high:.4g}]"
 
 
+def pareto_aliases(verdict: Verdict) -> dict[str, str]:
+    """The registry's aliases besides ``recommended``, by alias: the trial each points at.
+
+    - ``fastest``: among the no-worse settings (``SettingResult.no_worse``, the reference
+      included, at speedup 1) with a measured speedup, the one with the highest speedup's
+      point estimate, whether or not its interval clears 1 (the verdict's call); its
+      ``best_trial``. Equal speedups go to the verdict's order (the reference first).
+      With no measured speedup, there is no ``fastest``.
+    - ``most-accurate``: the setting with the best objective (its best configuration's
+      mean over seeds, as the verdict reports it), whatever its speed; its ``best_trial``.
+      Equal objectives go to the verdict's order. This is the verdict's answer among
+      trials that trained their whole budget, not the sweep's single best row.
+
+    A verdict without settings gives none.
+    """
+    found: dict[str, str] = {}
+    timed = [s for s in verdict.settings if s.no_worse and s.speedup is not None]
+    if timed:
+        fastest = max(timed, key=lambda s: s.speedup.value)  # type: ignore[union-attr]
+        found[FASTEST_ALIAS] = fastest.best_trial
+    if verdict.settings:
+        direction = Direction(verdict.mode)
+        accurate = min(verdict.settings, key=lambda s: direction.as_loss(s.objective.value))
+        found[MOST_ACCURATE_ALIAS] = accurate.best_trial
+    return found
+
+
 def recommended_tags(verdict: Verdict) -> dict[str, str]:
-    """The registered version's tags: the recommended setting, its speedup, its objective.
+    """The recommended setting's registered version's tags (:func:`version_tags`)."""
+    if verdict.recommended is None:
+        return {}
+    return version_tags(verdict, verdict.recommended)
+
+
+def version_tags(verdict: Verdict, trial_id: str) -> dict[str, str]:
+    """A registered version's tags: the setting whose best trial it is, speedup, objective.
 
     The speedup is over the verdict's reference, with its interval (``reference`` for the
     reference itself); the objective is its best configuration's mean over seeds, with
-    its interval, named by the metric.
+    its interval, named by the metric. A trial that is no setting's best has none.
     """
-    chosen = next((s for s in verdict.settings if s.best_trial == verdict.recommended), None)
+    chosen = next((s for s in verdict.settings if s.best_trial == trial_id), None)
     if chosen is None:
         return {}
+    return _setting_tags(verdict, chosen)
+
+
+def _setting_tags(verdict: Verdict, chosen: SettingResult) -> dict[str, str]:
     precision, compile_mode, matmul = chosen.setting
     found = {
         tags.VERSION_SETTING: chosen.label,

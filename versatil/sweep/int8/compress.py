@@ -213,6 +213,7 @@ def compress_sweep(
     parent_run_id: str | None = None,
     backend: str | None = None,
     stream: TextIO | None = None,
+    register: str | None = None,
 ) -> CompressOutcome:
     """Compresses the chosen trials of a sweep and logs each as a nested INT8 run.
 
@@ -228,6 +229,9 @@ def compress_sweep(
         parent_run_id: The sweep run; by default the experiment's latest.
         backend: ``torchao``, ``torch.ao`` or ``None`` to choose.
         stream: Where progress lines go; default: standard output.
+        register: The registered model (``mlflow.register``): the recommended trial's
+            INT8 checkpoint, when it is compressed, is logged as a model of its INT8 run
+            and registered there with the alias ``recommended-int8``.
 
     Raises:
         ConfigError: for an unknown sweep or trial, no finished trial, or a chosen trial
@@ -282,6 +286,8 @@ def compress_sweep(
             continue
         run_id = log_int8_run(client, context, checkpoint.run, trial, result, checkpoint.source)
         logged.append(run_id)
+        if register and trial == report.judgement.verdict.recommended:
+            _register_int8(client, context, register, run_id, result)
         print(
             f"{trial}: {result.backend.value}, {result.objective} "
             f"{result.objective_before:.4g} -> {result.objective_after:.4g} "
@@ -293,6 +299,25 @@ def compress_sweep(
         )
     mine = [row for row in int8_rows(client, context) if row.run_id in set(logged)]
     return CompressOutcome(report=report, int8=mine, failed=failed)
+
+
+def _register_int8(client: Any, context: Any, name: str, run_id: str, result: Any) -> None:
+    """The recommended trial's INT8 checkpoint, a logged model, as ``recommended-int8``."""
+    from versatil.sweep.tracking.logged_models import log_trial_model
+    from versatil.sweep.tracking.registry import RECOMMENDED_INT8_ALIAS, register_model
+    from versatil.sweep.vocab import tags
+
+    run = client.get_run(run_id)
+    model_id = log_trial_model(client, context.experiment_id, run, Path(result.output_dir))
+    version_tags = {
+        tags.VERSION_SETTING: "INT8",
+        "precision": "8",
+        tags.OBJECTIVE: result.objective,
+        tags.VERSION_OBJECTIVE: f"{result.objective_after:.6g}",
+        tags.INT8_TRIAL: run.data.tags.get(tags.INT8_TRIAL, ""),
+        tags.INT8_BACKEND: result.backend.value,
+    }
+    register_model(client, name, model_id, run_id, version_tags, aliases=(RECOMMENDED_INT8_ALIAS,))
 
 
 def compress_after_sweep(
@@ -319,6 +344,7 @@ def compress_after_sweep(
         outcome.experiment_dir / "int8",
         parent_run_id=outcome.tracking.parent_run_id,
         stream=stream,
+        register=config.mlflow.register,
     )
     if outcome.storage is not None and (outcome.experiment_dir / "int8").is_dir():
         outcome.storage.push(outcome.experiment_dir.name, "int8")  # beside the results

@@ -49,9 +49,14 @@ REQUIREMENTS = ("versatil", "torch", "lightning", "mlflow")
 
 SETTING_KEYS = ("precision", "compile_mode", "matmul_precision")
 
+INT8_PRECISION = "8"
+"""An INT8 checkpoint's precision in its ``config.yaml``."""
+
 
 def model_config_of(checkpoint_dir: Path) -> dict[str, str]:
     """The model config for a checkpoint: its setting from ``config.yaml``, device ``auto``.
+
+    An INT8 checkpoint's device is ``cpu``, where INT8 runs.
 
     Plain strings, as a sweep's axes spell them (``"none"`` for eager and torch's default
     matmul precision), read without torch.
@@ -59,7 +64,8 @@ def model_config_of(checkpoint_dir: Path) -> dict[str, str]:
     data = yaml.safe_load((Path(checkpoint_dir) / "config.yaml").read_text()) or {}
     config = {key: str(data.get(key) or "none") for key in SETTING_KEYS}
     config["precision"] = str(data.get("precision") or "32")
-    return {**config, "device": "auto"}
+    # An INT8 checkpoint (``precision: "8"``, from ``compress``) runs on CPU.
+    return {**config, "device": "cpu" if config["precision"] == INT8_PRECISION else "auto"}
 
 
 def find_trial_model(client: Any, experiment_id: str, run_id: str) -> Any | None:

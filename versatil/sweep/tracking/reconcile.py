@@ -22,7 +22,12 @@ from versatil.sweep.storage import local_checkpoint
 from versatil.sweep.tracking.child_run import log_checkpoint
 from versatil.sweep.tracking.live import SweepTracker
 from versatil.sweep.tracking.logged_models import log_trial_model
-from versatil.sweep.tracking.registry import register_model
+from versatil.sweep.tracking.registry import (
+    ALIASES,
+    RECOMMENDED_ALIAS,
+    drop_aliases,
+    register_model,
+)
 from versatil.sweep.tracking.store import child_runs
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.names import CHECKPOINT_ARTIFACT
@@ -161,6 +166,9 @@ class SweepEnd:
             logged model is registered when ``mlflow.register`` asks).
         recommended_tags: Tags of its registered version: the setting, its speedup with
             the interval, the objective.
+        aliases: The registered model's other aliases (``fastest``, ``most-accurate``),
+            each the trial id whose logged model's version it points at.
+        version_tags: Tags of those trials' versions, by trial id.
     """
 
     best: Any | None
@@ -174,6 +182,18 @@ class SweepEnd:
     parent_documents: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     recommended: str | None = None
     recommended_tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    version_tags: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+
+
+def _aliased(end: SweepEnd) -> dict[str, list[str]]:
+    """The aliases to set, by the trial id they point at (``recommended`` first)."""
+    named = {RECOMMENDED_ALIAS: end.recommended, **end.aliases}
+    found: dict[str, list[str]] = {}
+    for alias, trial in named.items():
+        if trial is not None:
+            found.setdefault(trial, []).append(alias)
+    return found
 
 
 def _log_series(client: Any, run_id: str, series: Mapping[str, Sequence[float]]) -> None:
@@ -290,8 +310,9 @@ def _chosen(sweep: Any, rows: Sequence[Any], end: SweepEnd) -> list[Any]:
         sweep.mlflow.log_checkpoints
     ]
     registered = []
-    if sweep.mlflow.register and end.recommended is not None:
-        registered = [r for r in rows if r.trial_id == end.recommended]
+    if sweep.mlflow.register:
+        aliased = _aliased(end)
+        registered = [r for r in rows if r.trial_id in aliased]
     for row in registered:
         if row not in chosen:
             chosen = [*chosen, row]  # a registered model needs its checkpoint logged
@@ -304,9 +325,13 @@ def _log_models(
     """Logs the chosen checkpoints; a completed trial's also as a logged model.
 
     The recommended trial's model is registered as ``mlflow.register`` (its version gets
-    the ``recommended`` alias).
+    the ``recommended`` alias), and so are the ``fastest`` and ``most-accurate`` trials'
+    (:attr:`SweepEnd.aliases`); a trial holding several aliases is one version. An alias
+    the end names no trial for is dropped; one whose trial has no logged model (its
+    checkpoint could not be fetched) stays where it was.
     """
     client, context, name = tracker.client, tracker.context, tracker.sweep.mlflow.register
+    aliased = _aliased(end) if name else {}
     for row in _chosen(tracker.sweep, rows, end):
         run = runs.get(row.trial_id)
         local = _fetched(row.checkpoint) if run is not None and row.checkpoint else None
@@ -316,8 +341,17 @@ def _log_models(
         if row.status != TrialStatus.COMPLETED:
             continue
         model_id = log_trial_model(client, context.experiment_id, run, local)
-        if name and row.trial_id == end.recommended:
-            register_model(client, name, model_id, run.info.run_id, end.recommended_tags)
+        if row.trial_id in aliased:
+            held = aliased[row.trial_id]
+            version_tags = (
+                end.recommended_tags
+                if row.trial_id == end.recommended
+                else end.version_tags.get(row.trial_id, {})
+            )
+            register_model(client, name, model_id, run.info.run_id, version_tags, aliases=held)
+    if name and aliased:
+        named = {alias for held in aliased.values() for alias in held}
+        drop_aliases(client, name, [alias for alias in ALIASES if alias not in named])
 
 
 def close_runs(
