@@ -54,11 +54,16 @@ LOG = """
     experiment = client.create_experiment({name!r})
     run = client.create_run(experiment, tags={{"versatil.trial_id": "t1"}})
     client.log_param(run.info.run_id, "precision", "bf16-true")
+    client.log_metric(run.info.run_id, "val_loss", 0.75, step=0)
+    client.log_metric(run.info.run_id, "val_loss", 0.5, step=1)
     run = client.get_run(run.info.run_id)
     first = log_trial_model(client, experiment, run, Path({checkpoint!r}))
     again = log_trial_model(client, experiment, run, Path({checkpoint!r}))
     models = client.search_logged_models(experiment_ids=[experiment])
+    history = client.get_metric_history(run.info.run_id, "val_loss")
     print(json.dumps({{
+        "model_metrics": [[m.key, m.value, m.step, m.model_id] for m in models[0].metrics or []],
+        "history": [[m.step, m.value] for m in history],
         "ids": [first, again, find_trial_model(client, experiment, run.info.run_id).model_id],
         "models": [[m.model_id, m.source_run_id, m.status.name, m.params] for m in models],
         "run": run.info.run_id,
@@ -84,7 +89,14 @@ LOAD = """
     with torch.no_grad():
         expected = own.module(torch.from_numpy(obs).to(own.dtype)).float().numpy()
     frame = model.predict(pd.DataFrame(obs))
-    keyword = model.predict({{"obs": obs}})
+    # The signature holds predict to the example's form (one array): keyword inputs go
+    # to the python model itself.
+    keyword = model.unwrap_python_model().predict(None, {{"obs": obs}})
+    recorded = json.loads(open({checkpoint!r} + "/input_example.json").read())
+    example = model.input_example
+    inputs = model.metadata.get_input_schema().inputs
+    outputs = model.metadata.get_output_schema().inputs
+    example_out = model.predict(example)
     fp32 = mlflow.pyfunc.load_model(uri, model_config={{"precision": "32", "device": "cpu"}})
     fp32_inner = fp32.unwrap_python_model().model
     from_uri = load_for_inference(uri)
@@ -99,6 +111,15 @@ LOAD = """
         "fp32_dtype": str(next(fp32_inner.module.parameters()).dtype),
         "fp32_diff": float(np.abs(fp32.predict(obs) - out).max()),
         "from_uri_dtype": str(from_uri.dtype),
+        "example_dtype": str(example.dtype),
+        "example_shape": list(example.shape),
+        "example_diff": float(np.abs(example - np.asarray(recorded["inputs"]["data"])).max()),
+        "signature_in": [[str(s.type), list(s.shape)] for s in inputs],
+        "signature_out": [[str(s.type), list(s.shape)] for s in outputs],
+        "example_out_diff": float(
+            np.abs(example_out - np.asarray(recorded["outputs"]["data"])).max()
+        ),
+        "width": width,
     }}))
 """
 
@@ -115,6 +136,9 @@ def test_logged_checkpoint_loads_fresh_with_its_precision(mlflow_server, bf16_ch
     assert (model_id, source_run, status) == (first, logged["run"], "READY")
     assert params["precision"] == "bf16-true"
     assert logged["outputs"] == [first]
+    # The run's final metric linked to the model, once, and the run's curve unchanged.
+    assert logged["model_metrics"] == [["val_loss", 0.5, 1, first]]
+    assert logged["history"] == [[0, 0.75], [1, 0.5]]
 
     loaded = json.loads(
         run_python(
@@ -129,3 +153,12 @@ def test_logged_checkpoint_loads_fresh_with_its_precision(mlflow_server, bf16_ch
     assert loaded["fp32_dtype"] == "torch.float32"  # model_config overrides the precision
     assert loaded["fp32_diff"] < 0.1  # bf16 weights read in float32: bf16's rounding
     assert loaded["from_uri_dtype"] == "torch.bfloat16"  # load_for_inference("models:/...")
+    # The worker's input example: real rows of a training batch, and the outputs on them.
+    width = loaded["width"]
+    assert loaded["example_dtype"] == "float32" and loaded["example_shape"] == [4, width]
+    assert loaded["example_diff"] == 0.0
+    assert loaded["signature_in"] == [["float32", [-1, width]]]
+    ((out_type, out_shape),) = loaded["signature_out"]
+    assert out_type == "float32" and out_shape[0] == -1
+    # The same rows, forward and dtype as the worker's eval forward: the same outputs.
+    assert loaded["example_out_diff"] == 0.0

@@ -16,6 +16,10 @@ driver imports no torch and holds no batch) and fixes the device the program was
 exported on; its pickle format needs ``MLFLOW_ALLOW_PICKLE_DESERIALIZATION``. This model
 is code plus a state dict: it loads with pickle deserialization disallowed, on any device.
 
+A model logged with an input example (``input_example.json`` in the checkpoint) has a
+signature inferred from it: through ``mlflow.pyfunc``, ``predict`` then takes the
+example's form (an array, or a dict of arrays) with its dtypes.
+
 This file imports neither torch nor versatil's training at import time: MLflow runs it
 when the model is logged, in the driver, which never imports torch.
 """

@@ -8,6 +8,7 @@ from versatil.inference import load_for_inference
 from versatil.training.checkpoint import atomic_write, read_config, write_checkpoint_dir
 from versatil.training.constants import CheckpointFilename, CheckpointKey
 from versatil.training.fit import build_trainer, train
+from versatil.training.input_example import INPUT_EXAMPLE_FILENAME
 from versatil.training.tasks.reaching import BehaviorCloningPolicy
 
 
@@ -16,6 +17,7 @@ def test_directory_holds_checkpoint_and_resolved_config(tmp_path, small_config):
     result = train(config, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         CheckpointFilename.CONFIG,
+        INPUT_EXAMPLE_FILENAME,
         CheckpointFilename.DEFAULT_CHECKPOINT,
     ]
     assert read_config(tmp_path) == config
@@ -54,7 +56,11 @@ def test_interrupted_write_leaves_the_old_checkpoint_intact(tmp_path, small_conf
     with pytest.raises(OSError, match="disk full"):
         write_checkpoint_dir(trainer, tmp_path, config)
     assert (tmp_path / "last.ckpt").read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "last.ckpt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "config.yaml",
+        INPUT_EXAMPLE_FILENAME,
+        "last.ckpt",
+    ]
     BehaviorCloningPolicy.load_from_checkpoint(tmp_path / "last.ckpt")
 
 

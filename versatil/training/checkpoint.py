@@ -1,4 +1,4 @@
-"""Checkpoint directories: ``last.ckpt`` + ``config.yaml`` (+ ``tokenizer/``), written atomically.
+"""Checkpoint directories: ``last.ckpt``, ``config.yaml`` (+ ``tokenizer/``, input example).
 
 A checkpoint directory is self-describing: ``config.yaml`` holds the resolved
 :class:`TrainConfig`, enough to rebuild the model, and ``last.ckpt`` is a normal Lightning
@@ -22,6 +22,7 @@ from versatil.files import atomic_write
 from versatil.training.apply import apply_settings
 from versatil.training.config import TrainConfig
 from versatil.training.constants import CheckpointFilename
+from versatil.training.input_example import example_inputs, write_input_example
 from versatil.training.tasks import build_task
 
 __all__ = [
@@ -57,15 +58,33 @@ def write_checkpoint_dir(trainer: L.Trainer, directory: Path, config: TrainConfi
 
 
 class CheckpointDirWriter(L.Callback):
-    """Writes a checkpoint directory at the end of every training epoch (after validation)."""
+    """Writes a checkpoint directory at the end of every training epoch (after validation).
+
+    The first rows of the fit's first training batch are kept (once per fit) as the input
+    example; each write adds ``input_example.json``, those rows with the module's outputs
+    on them (see :mod:`versatil.training.input_example`), so the outputs are the written
+    weights'. A batch whose forward inputs cannot be told gives no example.
+    """
 
     def __init__(self, directory: Path, config: TrainConfig) -> None:
         self.directory = Path(directory)
         self.config = config
+        self._example: Any = None
+        self._example_taken = False
+
+    @override
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if not self._example_taken and trainer.is_global_zero:
+            self._example_taken = True
+            self._example = example_inputs(pl_module, batch)
 
     @override
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         write_checkpoint_dir(trainer, self.directory, self.config)
+        if self._example is not None and trainer.is_global_zero:
+            write_input_example(self.directory, pl_module, self._example, self.config.precision)
 
 
 def read_config(directory: Path) -> TrainConfig:

@@ -3,9 +3,17 @@
 The model is :mod:`versatil.inference_model` (a pyfunc model from code) with the
 checkpoint directory as its artifact and the trial's setting as its model config, so
 ``mlflow.pyfunc.load_model`` rebuilds the module the way it trained. Logging it runs that
-file, which imports no torch: the driver stays free of torch. No input example is given
-(inferring a signature from one would load the model); no requirements are inferred
-(that would load it in a subprocess): they are the installed versions of what it needs.
+file, which imports no torch: the driver stays free of torch. No requirements are inferred
+(that would load the model in a subprocess): they are the installed versions of what it
+needs.
+
+The input example and the signature come from the checkpoint's ``input_example.json``
+(written by the worker, :mod:`versatil.training.input_example`): a few rows of a real
+batch and the module's outputs on them, read here as numpy. The signature is inferred
+from both, so MLflow never runs the model to infer it, and the serving-input validation,
+which would load the model, is turned off (``validate_serving_input=False``). A
+checkpoint without the file is logged without either. After logging, the run's final
+metric values are logged again with the model's id, so the model shows them.
 
 A model is logged once per run: a resumed sweep, a ``sync`` or a second end of a sweep
 finds it by its source run and name (:func:`find_trial_model`).
@@ -16,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import importlib.util
+import json
 import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -49,6 +58,9 @@ REQUIREMENTS = ("versatil", "torch", "lightning", "mlflow")
 
 SETTING_KEYS = ("precision", "compile_mode", "matmul_precision")
 
+INPUT_EXAMPLE_FILE = "input_example.json"
+"""The worker's input example in a checkpoint directory (versatil.training.input_example)."""
+
 INT8_PRECISION = "8"
 """An INT8 checkpoint's precision in its ``config.yaml``."""
 
@@ -75,6 +87,80 @@ def find_trial_model(client: Any, experiment_id: str, run_id: str) -> Any | None
         filter_string=f"source_run_id = '{run_id}' AND name = '{MODEL_NAME}'",
     )
     return found[0] if found else None
+
+
+def _decode(value: Any) -> Any:
+    """An ``input_example.json`` value as numpy: an array, a dict or a list of them."""
+    import numpy as np
+
+    if "dict" in value:
+        return {str(k): _decode(v) for k, v in value["dict"].items()}
+    if "list" in value:
+        return [_decode(v) for v in value["list"]]
+    return np.asarray(value["data"], dtype=value["dtype"])
+
+
+def input_example_of(checkpoint_dir: Path) -> tuple[Any, Any] | None:
+    """The checkpoint's input example and the signature inferred from it, or ``None``.
+
+    The signature's outputs are the recorded outputs' (when MLflow can describe them; the
+    inputs' alone otherwise). A missing or unreadable file gives ``None``: the model is
+    logged without an example.
+    """
+    from mlflow.models import infer_signature
+
+    path = Path(checkpoint_dir) / INPUT_EXAMPLE_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        example = _decode(data["inputs"])
+        outputs = _decode(data["outputs"]) if "outputs" in data else None
+    except (OSError, ValueError, KeyError, TypeError):
+        log.warning("ignoring the unreadable input example %s", path, exc_info=True)
+        return None
+    try:
+        signature = infer_signature(example, outputs)
+    except Exception:  # outputs MLflow has no schema for: describe the inputs only
+        signature = infer_signature(example)
+    return example, signature
+
+
+def _link_run_metrics(client: Any, run_id: str, model_id: str) -> None:
+    """Logs the run's final metric values again, with the model's id (the same points).
+
+    The run's history is unchanged (a point logged twice is stored once). A failure is
+    logged, not raised: the model stays logged without its metrics.
+    """
+    from mlflow.entities import Metric
+    from mlflow.exceptions import MlflowException
+
+    try:
+        metrics = []
+        for key in client.get_run(run_id).data.metrics:
+            history = client.get_metric_history(run_id, key)
+            if history:
+                end = max(history, key=lambda m: (m.step, m.timestamp))
+                metrics.append(Metric(key, end.value, end.timestamp, end.step, model_id=model_id))
+        if metrics:
+            client.log_batch(run_id, metrics=metrics)
+    except MlflowException:
+        log.warning("the metrics of run %s are not linked to its model", run_id, exc_info=True)
+
+
+class _PyfuncFlavor:
+    """``mlflow.pyfunc`` as ``Model.log``'s flavor, taking ``validate_serving_input``.
+
+    ``Model.log`` reads ``validate_serving_input`` (default ``True``: load the model and
+    predict on the example) from its keyword arguments, then passes them all to the
+    flavor's ``save_model``, which ``mlflow.pyfunc``'s rejects. This flavor drops it.
+    """
+
+    @staticmethod
+    def save_model(validate_serving_input: bool = True, **kwargs: Any) -> Any:
+        import mlflow.pyfunc
+
+        return mlflow.pyfunc.save_model(**kwargs)
 
 
 def _requirements() -> list[str]:
@@ -119,10 +205,12 @@ def log_trial_model(
         checkpoint_dir: The checkpoint directory on this machine.
         model_tags: Tags for the model, besides the trial id.
 
+    The checkpoint's ``input_example.json``, if any, gives the example and signature;
+    a newly logged model gets the run's final metric values (logged once, with it).
+
     Returns:
         The logged model's id.
     """
-    import mlflow.pyfunc
     from mlflow.entities import LoggedModelOutput, LoggedModelStatus
     from mlflow.models import Model
 
@@ -140,19 +228,24 @@ def log_trial_model(
             model_type=MODEL_TYPE,
         )
     code = importlib.util.find_spec(CODE_MODULE)
+    example, signature = input_example_of(checkpoint_dir) or (None, None)
     with _tracking_uri(client.tracking_uri):
         Model.log(
             artifact_path=None,
             name=MODEL_NAME,
-            flavor=mlflow.pyfunc,
+            flavor=_PyfuncFlavor,
             model_id=held.model_id,
             python_model=str(code.origin),
             artifacts={"checkpoint": str(checkpoint_dir)},
             model_config=model_config_of(checkpoint_dir),
             pip_requirements=_requirements(),
             flavor_name="pyfunc.ModelFromCode",
+            input_example=example,
+            signature=signature,
+            validate_serving_input=False,  # it would load the model (torch) in the driver
         )
     client.finalize_logged_model(held.model_id, LoggedModelStatus.READY)
     client.log_outputs(run_id, [LoggedModelOutput(held.model_id, step=0)])
+    _link_run_metrics(client, run_id, held.model_id)
     log.info("logged model %s for run %s", held.model_id, run_id)
     return held.model_id
