@@ -11,6 +11,7 @@ from versatil.errors import ConfigError
 from versatil.sweep.engine.runner import run_sweep
 from versatil.sweep.tracking import child_runs
 from versatil.training.constants import CheckpointFilename, CheckpointKey
+from versatil.training.input_example import INPUT_EXAMPLE_FILENAME
 from versatil.training.tasks.reaching import BehaviorCloningPolicy
 
 
@@ -59,7 +60,11 @@ def test_parent_and_child_runs_on_a_real_server(ray_cluster, mlflow_server, swee
     # The best trial's checkpoint is an artifact that plain Lightning loads.
     best_run = by_trial[outcome.best.trial_id]
     names = {a.path for a in client.list_artifacts(best_run.info.run_id, "checkpoint")}
-    assert names == {"checkpoint/last.ckpt", "checkpoint/config.yaml"}
+    assert names == {
+        "checkpoint/last.ckpt",
+        "checkpoint/config.yaml",
+        f"checkpoint/{INPUT_EXAMPLE_FILENAME}",
+    }
     local = client.download_artifacts(best_run.info.run_id, "checkpoint", str(tmp_path / "dl"))
     ckpt = f"{local}/{CheckpointFilename.DEFAULT_CHECKPOINT}"
     state = torch.load(ckpt, weights_only=False)
