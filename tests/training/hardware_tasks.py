@@ -1,8 +1,9 @@
 """User-style tasks whose FLOPs are known analytically, and one whose FLOPs cannot be counted.
 
 Loaded as ``tests.training.hardware_tasks:build_mlp`` (a dict-batch MLP),
-``...:build_conv`` (a conv net on tuple batches) and ``...:build_locked`` (an MLP holding a
-lock: a deep copy of it fails, as it does for modules holding file handles or clients).
+``...:build_conv`` (a conv net on tuple batches), ``...:build_locked`` (an MLP holding a
+lock: it cannot be deep-copied, as modules holding file handles or clients cannot) and
+``...:build_elementwise`` (a model with no matrix product: nothing to count).
 """
 
 import threading
@@ -80,6 +81,18 @@ class LockedMLP(DictMLP):
         self.lock = threading.Lock()
 
 
+class Elementwise(DictMLP):
+    """Weights each feature and sums: no matrix product, no convolution."""
+
+    def __init__(self, lr: float = 0.01) -> None:
+        super().__init__(lr)
+        self.net = None
+        self.scale = nn.Parameter(torch.ones(MLP_LAYERS[0][0]))
+
+    def forward(self, x):
+        return (x * self.scale)[:, : MLP_LAYERS[-1][1]]
+
+
 class SmallConv(L.LightningModule):
     def __init__(self, lr: float = 0.01) -> None:
         super().__init__()
@@ -134,6 +147,10 @@ def build_mlp(params):
 
 def build_locked(params):
     return LockedMLP(), _mlp_data(params)
+
+
+def build_elementwise(params):
+    return Elementwise(), _mlp_data(params)
 
 
 def build_conv(params):

@@ -1,25 +1,20 @@
-"""FLOPs per sample, the device's measured ceiling, published peaks and energy counters."""
+"""The device's measured ceiling, published peaks, energy counters, and a fit's FLOP/s.
+
+How FLOPs are counted is tested in ``test_flops.py``.
+"""
 
 import pytest
 import torch
 
-from tests.training import hardware_tasks
 from versatil.training.config import TrainConfig
 from versatil.training.fit import train
 from versatil.training.hardware.ceiling import CeilingCache, ceiling_key
 from versatil.training.hardware.dtypes import COMPUTE_DTYPES, compute_dtype
 from versatil.training.hardware.energy import EnergyCounter, open_counter
-from versatil.training.hardware.flops import count_training_flops
 from versatil.training.hardware.peaks import PEAKS, peak_for
 from versatil.training.spec import TrialSettings
 
 CPU = torch.device("cpu")
-
-
-def first_batch(build, params=None):
-    module, data = build(params or {})
-    data.setup("fit")
-    return module, next(iter(data.train_dataloader()))
 
 
 @pytest.mark.parametrize(
@@ -40,40 +35,6 @@ def test_each_setting_has_the_compute_dtype_its_matmuls_run_in(precision, matmul
     settings = TrialSettings.from_config({"precision": precision, "matmul_precision": matmul})
     assert compute_dtype(settings) == expected
     assert expected is None or expected in COMPUTE_DTYPES
-
-
-def test_flops_of_a_dict_batch_mlp_equal_the_analytic_count():
-    module, batch = first_batch(hardware_tasks.build_mlp)
-    count = count_training_flops(module, batch)
-    assert count.reason is None and count.samples == 64
-    assert count.per_sample == pytest.approx(hardware_tasks.mlp_flops_per_sample(), rel=0.02)
-    # Training is about 3x the forward: forward, weight gradients, input gradients.
-    forward = sum(2 * i * o for i, o in hardware_tasks.MLP_LAYERS)
-    assert 2.5 * forward < count.per_sample <= 3 * forward
-
-
-def test_flops_of_a_conv_net_equal_the_analytic_count():
-    module, batch = first_batch(hardware_tasks.build_conv)
-    count = count_training_flops(module, batch)
-    assert count.reason is None and count.samples == 32
-    assert count.per_sample == pytest.approx(hardware_tasks.conv_flops_per_sample(), rel=0.02)
-
-
-def test_counting_leaves_the_module_and_the_rng_as_they_were():
-    module, batch = first_batch(hardware_tasks.build_conv)
-    before = {k: v.clone() for k, v in module.state_dict().items()}
-    rng = torch.get_rng_state()
-    count_training_flops(module, batch)
-    assert torch.equal(torch.get_rng_state(), rng)
-    assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())
-    assert all(p.grad is None for p in module.parameters())
-
-
-def test_a_module_that_cannot_be_copied_gives_a_reason_not_an_error():
-    module, batch = first_batch(hardware_tasks.build_locked)
-    count = count_training_flops(module, batch)
-    assert count.flops is None and count.per_sample is None
-    assert "TypeError" in count.reason and "lock" in count.reason
 
 
 def config(task, **overrides):
@@ -97,13 +58,6 @@ def test_a_fit_reports_flops_achieved_tflops_and_its_share_of_the_ceiling(tmp_pa
     assert "cpu" in result.notes["mfu"]
 
 
-def test_a_module_whose_flops_cannot_be_counted_still_trains_with_the_reason(tmp_path):
-    result = train(config("tests.training.hardware_tasks:build_locked"), tmp_path)
-    assert result.status == "completed" and len(result.history) == 2
-    assert all("flops_per_sample" not in m and "tflops" not in m for m in result.history)
-    assert result.notes["flops"].startswith("FLOPs not counted: TypeError")
-
-
 def test_energy_per_sample_is_reported_exactly_when_a_counter_is_readable(tmp_path):
     counter, reason = open_counter(CPU)
     result = train(config("tests.training.hardware_tasks:build_mlp"), tmp_path)
@@ -114,17 +68,6 @@ def test_energy_per_sample_is_reported_exactly_when_a_counter_is_readable(tmp_pa
     else:
         assert result.history[-1]["joules_per_sample"] > 0
         assert "energy" not in result.notes
-
-
-@pytest.mark.slow  # torch.compile on CPU
-def test_a_compiled_fit_counts_the_flops_of_its_eager_twin(tmp_path):
-    task = "tests.training.hardware_tasks:build_conv"
-    eager = train(config(task), tmp_path / "eager")
-    compiled = train(config(task, compile_mode="default"), tmp_path / "compiled")
-    assert compiled.history[-1]["compile/graphs"] >= 1  # it really ran compiled
-    expected = hardware_tasks.conv_flops_per_sample()
-    assert eager.metrics["flops_per_sample"] == pytest.approx(expected, rel=0.02)
-    assert compiled.metrics["flops_per_sample"] == eager.metrics["flops_per_sample"]
 
 
 def test_the_ceiling_is_measured_once_and_then_read_from_the_cache(tmp_path):
@@ -193,54 +136,3 @@ def test_the_first_measurement_covers_the_dtypes_a_sweep_adds(tmp_path):
     first = cache.get(CPU, ["fp32-highest"], block_s=0.02)
     assert first.measured_now == ["fp32-highest", "fp64"]
     assert CeilingCache(tmp_path).get(CPU, ["fp64"]).measured_now == []
-
-
-def _linear_stack(dims):
-    """A Linear stack whose input needs no gradient: forward, weight and input gradients."""
-    forward = sum(2 * i * o for i, o in dims)
-    return 2 * forward + sum(2 * i * o for i, o in dims[1:])
-
-
-def _transformer_per_token(length=12, e=16, hidden=32, vocab=16):
-    """Lightning's demo Transformer (1 encoder, 1 decoder layer): every product's input
-    needs its gradient (it comes from an embedding), so training is 3x the forward."""
-    attention = 2 * length * 3 * e * e + 2 * (2 * length * length * e) + 2 * length * e * e
-    feed_forward = 2 * (2 * length * e * hidden)
-    cross = 2 * length * e * e + 2 * length * 2 * e * e + 2 * (2 * length * length * e)
-    cross += 2 * length * e * e
-    forward = attention + feed_forward  # encoder
-    forward += attention + cross + feed_forward  # decoder
-    forward += 2 * length * e * vocab  # the output projection
-    return 3 * forward / length
-
-
-def _conv_bn_per_sample(c=4):
-    conv1, conv2, head = 2 * c * 16 * 16 * 9, 2 * c * 8 * 8 * c * 9, 2 * c * 2
-    return 2 * (conv1 + conv2 + head) + conv2 + head
-
-
-CONFORMANCE_FLOPS = {
-    "dict_batches": _linear_stack([(8, 16), (16, 1)]),
-    "own_dataloaders": _linear_stack([(2, 8), (8, 2)]),
-    "maximize": _linear_stack([(2, 16), (16, 3)]),
-    "conv_bn": _conv_bn_per_sample(),
-    "transformer": _transformer_per_token(),  # per token: its count_samples counts tokens
-}
-
-
-@pytest.mark.parametrize("name", sorted(CONFORMANCE_FLOPS))
-def test_the_conformance_tasks_count_their_analytic_flops(name):
-    import importlib
-
-    from tests.sweep.worker.test_user_models import TASKS
-
-    task = TASKS[name]
-    module_name, function = task.spec.split(":")
-    built = getattr(importlib.import_module(module_name), function)(dict(task.params))
-    module, data = built if isinstance(built, tuple) else (built, None)
-    if data is not None:
-        data.setup("fit")
-    batch = next(iter((data or module).train_dataloader()))
-    count = count_training_flops(module, batch)
-    assert count.reason is None
-    assert count.per_sample == pytest.approx(CONFORMANCE_FLOPS[name], rel=0.02)

@@ -26,6 +26,7 @@ from versatil.training.compile_cache import CompileCache, CompileCacheSession
 from versatil.training.compile_health import COMPILE_LOG, compile_logs_to
 from versatil.training.config import TrainConfig
 from versatil.training.hardware.ceiling import CeilingCache
+from versatil.training.hardware.flops import StepFlops
 from versatil.training.hardware.utilization import UtilizationMonitor
 from versatil.training.in_effect import SettingsNotInEffectError, SettingsProbe
 from versatil.training.metric_names import SAMPLES_PER_SEC
@@ -265,7 +266,8 @@ def train(
     monitor = ThroughputMonitor(
         compiled=settings.compile_mode is not None, warmup_steps=warmup_steps
     )
-    utilization = UtilizationMonitor(settings, ceilings, warmup_steps=warmup_steps)
+    flops = StepFlops()  # counts the first training batch: the last batch-start hook
+    utilization = UtilizationMonitor(settings, ceilings, warmup_steps=warmup_steps, flops=flops)
     hparams = OptimizerHparams(optimizer_keys)
     probe = SettingsProbe(settings, compile_targets(model))
     cache = None
@@ -277,7 +279,7 @@ def train(
     epoch_end = _EpochEndHook(monitor, hparams, probe, on_epoch_end, utilization, cache, sharing)
     measured = (sharing, utilization, monitor, hparams, probe, cache)
     callbacks: list[L.Callback] = [c for c in measured if c is not None]
-    callbacks += [CheckpointDirWriter(checkpoint_dir, config), epoch_end]
+    callbacks += [CheckpointDirWriter(checkpoint_dir, config), flops, epoch_end]
     trainer = build_trainer(config, callbacks, **trainer_overrides)
     log_path = compile_log or Path(checkpoint_dir) / COMPILE_LOG
     with (

@@ -4,7 +4,7 @@ FLOPs per sample, achieved FLOP/s, the device's measured ceiling, MFU against pu
 peaks, and energy per sample.
 
 - :mod:`.dtypes`: the compute dtype a setting's matmuls run in (``fp32-high``, ``bf16``, ...).
-- :mod:`.flops`: FLOPs of one training step, counted on an eager copy of the module.
+- :mod:`.flops`: FLOPs of one training step, counted in the fit's first training batch.
 - :mod:`.ceiling`: the dense matmul FLOP/s the device reaches per compute dtype, measured
   once per host, device and torch version and cached in a shared directory.
 - :mod:`.peaks`: published dense peaks of known GPUs, each with its source.

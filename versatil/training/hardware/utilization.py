@@ -11,7 +11,7 @@ from typing_extensions import override
 from versatil.training.hardware.ceiling import Ceiling, CeilingCache
 from versatil.training.hardware.dtypes import compute_dtype
 from versatil.training.hardware.energy import EnergyCounter, open_counter
-from versatil.training.hardware.flops import count_training_flops
+from versatil.training.hardware.flops import StepFlops
 from versatil.training.hardware.peaks import peak_for
 from versatil.training.metric_names import (
     CEILING_FRACTION,
@@ -22,7 +22,7 @@ from versatil.training.metric_names import (
     PEAK_TFLOPS,
     TFLOPS,
 )
-from versatil.training.metrics import count_samples, reset_peak_rss
+from versatil.training.metrics import count_samples
 from versatil.training.spec import TrialSettings
 
 __all__ = ["UtilizationMonitor", "utilization_of"]
@@ -33,32 +33,35 @@ class UtilizationMonitor(L.Callback):
 
     - At fit start: the device's ceiling in the trial's compute dtype, from ``ceilings``
       (measured there once per machine), and the GPU's published peak where it is listed.
-    - At the fit's first training batch: FLOPs per sample, counted on an eager copy of
-      the module (:mod:`.flops`). The copy's memory is not counted in the epoch's peak.
+    - At the fit's first training batch: FLOPs per sample, counted in the real step by
+      ``flops`` (:class:`~versatil.training.hardware.flops.StepFlops`, installed in the
+      fit beside this monitor).
     - Over each epoch's batches past the warm-up: the energy counter's joules per sample.
 
-    Place it before :class:`~versatil.training.metrics.ThroughputMonitor`, so the count
-    is not timed as part of the first batch. What cannot be measured is left out of the
-    metrics, and :attr:`notes` says why.
+    What cannot be measured is left out of the metrics, and :attr:`notes` says why.
 
     Args:
         settings: The trial's settings (its compute dtype).
         ceilings: Where the device's ceilings are cached; ``None``: no ceiling.
         warmup_steps: Training batches at the fit's start left out of the energy, as
             they are of the throughput.
+        flops: The fit's FLOPs counter; ``None``: no FLOPs are reported.
     """
 
     def __init__(
-        self, settings: TrialSettings, ceilings: CeilingCache | None, warmup_steps: int = 2
+        self,
+        settings: TrialSettings,
+        ceilings: CeilingCache | None,
+        warmup_steps: int = 2,
+        flops: StepFlops | None = None,
     ) -> None:
         self.dtype = compute_dtype(settings)
         self.ceilings = ceilings
         self.warmup_steps = warmup_steps
-        self.flops_per_sample: float | None = None
+        self.flops = flops
         self.ceiling: Ceiling | None = None
         self.peak_tflops: float | None = None
         self.notes: dict[str, str] = {}
-        self._counted = False
         self._counter: EnergyCounter | None = None
         self._fit_batches = 0
         self._span: tuple[float, int] | None = None  # (joules at its start, samples since)
@@ -89,22 +92,11 @@ class UtilizationMonitor(L.Callback):
         if reason is not None:
             self.notes["energy"] = reason
 
-    @override
-    def on_train_batch_start(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
-    ) -> None:
-        if self._counted:
-            return
-        self._counted = True
-        count = count_training_flops(pl_module, batch, trainer)
-        self.flops_per_sample = count.per_sample
-        if count.reason is not None:
-            self.notes["flops"] = f"FLOPs not counted: {count.reason}"
-        # The copy's memory is not the fit's: the epoch's peak starts after it.
-        if pl_module.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(pl_module.device)
-        else:
-            reset_peak_rss()
+    @property
+    def flops_per_sample(self) -> float | None:
+        """The FLOPs of one training sample; ``None`` until counted, or when not counted."""
+        count = self.flops.count if self.flops is not None else None
+        return count.per_sample if count is not None else None
 
     @override
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -136,10 +128,14 @@ class UtilizationMonitor(L.Callback):
     def epoch_metrics(self, samples_per_sec: float | None) -> dict[str, float]:
         """The epoch's hardware metrics, given its steady-state samples/s."""
         metrics: dict[str, float] = {}
-        if self.flops_per_sample is not None:
-            metrics[FLOPS_PER_SAMPLE] = self.flops_per_sample
+        flops_per_sample = self.flops_per_sample
+        count = self.flops.count if self.flops is not None else None
+        if count is not None and count.reason is not None:
+            self.notes["flops"] = f"FLOPs not counted: {count.reason}"
+        if flops_per_sample is not None:
+            metrics[FLOPS_PER_SAMPLE] = flops_per_sample
             if samples_per_sec:
-                metrics[TFLOPS] = self.flops_per_sample * samples_per_sec / 1e12
+                metrics[TFLOPS] = flops_per_sample * samples_per_sec / 1e12
         ceiling = self.ceiling.tflops.get(self.dtype or "") if self.ceiling else None
         if ceiling:
             metrics[CEILING_TFLOPS] = ceiling
