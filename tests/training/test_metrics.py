@@ -4,6 +4,7 @@ import resource
 import sys
 
 import pytest
+import torch
 
 from tests.training.user_tasks import tokens_of
 from versatil.training import metrics
@@ -120,3 +121,79 @@ def test_windows_give_a_median_with_its_interval():
     assert epoch["samples_per_sec_cv"] >= 0
     with pytest.raises(ValueError, match="window_s must be > 0"):
         metrics.ThroughputMonitor(window_s=0)
+
+
+def _run_batches(monitor, module, sizes):
+    """Trains ``module`` one batch per size, through the monitor's hooks, as a fit would."""
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.01)
+    monitor.on_train_start(None, module)
+    monitor.on_train_epoch_start(None, module)
+    try:
+        for index, size in enumerate(sizes):
+            batch = torch.randn(size, 4, generator=torch.Generator().manual_seed(index))
+            monitor.on_train_batch_start(None, module, batch, index)
+            module.net(batch).square().mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            monitor.on_train_batch_end(None, module, None, batch, index)
+        monitor.on_train_epoch_end(None, module)
+    finally:
+        monitor.on_train_end(None, module)
+    return monitor.epoch_metrics
+
+
+def _mlp_module(compiled):
+    import lightning as L
+
+    module = L.LightningModule()
+    module.net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    if compiled:
+        module.net.forward = torch.compile(module.net.forward)
+    return module
+
+
+@pytest.mark.slow
+def test_a_batch_that_recompiled_is_in_no_throughput_window():
+    from versatil.training.apply import reset_process_state
+
+    # Batch 0 compiles (warm-up); batch 6's new batch size fails a guard and recompiles.
+    sizes = [8] * 6 + [5] + [8] * 6
+    results = {}
+    for compiled in (False, True):
+        reset_process_state(0)
+        monitor = metrics.ThroughputMonitor(
+            compiled=compiled, warmup_steps=1, window_s=1e-9, min_windows=3
+        )
+        results[compiled] = _run_batches(monitor, _mlp_module(compiled), sizes)
+    eager, compiled = results[False], results[True]
+    # Every batch past the warm-up closes a window of its own, but the one that recompiled.
+    assert (eager["throughput_windows"], eager["throughput_compile_batches"]) == (12, 0)
+    assert (compiled["throughput_windows"], compiled["throughput_compile_batches"]) == (11, 1)
+    assert (compiled["throughput_steps"], compiled["throughput_samples"]) == (11, 88)
+    assert eager["throughput_samples"] == 93
+    assert_consistent(compiled)
+    assert compiled["compile_time_s"] > 0 and "compile_time_s" not in eager
+
+
+@pytest.mark.slow
+def test_a_compiled_fit_leaves_its_recompiling_batch_out(tmp_path):
+    # 44 samples in batches of 8: the short sixth batch of the first epoch recompiles.
+    config = TrainConfig.from_mapping(
+        {
+            "task": USER_TASK,
+            "params": {"n": 44, "batch_size": 8},
+            "max_epochs": 2,
+            "accelerator": "cpu",
+            "compile_mode": "default",
+        }
+    )
+    result = train(config, tmp_path, warmup_steps=2)
+    first, second = result.history
+    assert first["compile/recompiles"] >= 1
+    assert (first["throughput_steps"], first["throughput_samples"]) == (3, 24)
+    assert first["throughput_compile_batches"] == 1
+    # The second epoch compiles nothing new: every batch is measured.
+    assert (second["throughput_steps"], second["throughput_samples"]) == (6, 44)
+    assert second["throughput_compile_batches"] == 1
+    for epoch in result.history:
+        assert_consistent(epoch)

@@ -19,6 +19,14 @@ as of torch 2.13:
   CUDA graphs (it logs why). Both are CUDA-only and untested on this project's CPU
   machines so far.
 
+Whether dynamo compiled *during* a stretch of the fit (a training batch, for the
+throughput's steady state) is what :class:`CompileActivity` tells: dynamo runs its
+compile-start callbacks for every compile (a frame traced, a backward compiled lazily at
+its first call, a CUDA graph recorded), and counts every frame it tries to compile in
+``counters["frames"]["total"]``; either changing between two reads means it compiled.
+(Dynamo's compilation metrics are a deque of the last 64 entries: their number stops
+growing, so they do not tell.)
+
 Dynamo's warnings (a graph break's explanation, a recompile limit hit) are logged by every
 worker; :func:`compile_logs_to` sends them to a file for the duration of a fit (``train``
 uses :data:`COMPILE_LOG` in the checkpoint directory).
@@ -36,6 +44,7 @@ from typing import Any
 __all__ = [
     "COMPILE_LOG",
     "COMPILE_LOGGERS",
+    "CompileActivity",
     "CompileCounts",
     "CudaGraphRecordings",
     "compile_logs_to",
@@ -135,6 +144,45 @@ class CudaGraphRecordings:
             with contextlib.suppress(ValueError):
                 callback_handler.remove_start_callback(self._on_start)
             self._installed = False
+
+
+class CompileActivity:
+    """Tells whether dynamo compiled between two reads of :meth:`marker`.
+
+    Counts dynamo's compile-start callbacks while installed (see :meth:`install`), and
+    reads dynamo's count of frames it tried to compile, which a ``torch._dynamo.reset()``
+    that cleared the callback leaves counting.
+    """
+
+    def __init__(self) -> None:
+        self.starts = 0
+        self._installed = False
+
+    def _on_start(self, args: Any) -> None:
+        self.starts += 1
+
+    def install(self) -> None:
+        """Starts counting compile starts (idempotent); install after any dynamo reset."""
+        from torch._dynamo.callback import callback_handler
+
+        if not self._installed:
+            callback_handler.register_start_callback(self._on_start)
+            self._installed = True
+
+    def remove(self) -> None:
+        """Stops counting; harmless when already removed (or cleared by a reset)."""
+        from torch._dynamo.callback import callback_handler
+
+        if self._installed:
+            with contextlib.suppress(ValueError):
+                callback_handler.remove_start_callback(self._on_start)
+            self._installed = False
+
+    def marker(self) -> tuple[int, int]:
+        """A value that changes whenever dynamo compiles: compare two reads of it."""
+        from torch._dynamo import utils
+
+        return self.starts, int(utils.counters["frames"]["total"])
 
 
 def _compile_loggers() -> list[logging.Logger]:

@@ -31,13 +31,14 @@ PEAK_MEMORY_MB = "peak_memory_mb"
 """The epoch's peak memory: CUDA's allocator on a GPU, the process's resident set on CPU."""
 
 COMPILE_TIME_S = "compile_time_s"
-"""Time ``torch.compile`` took in the first batches, for compiled fits only."""
+"""Time ``torch.compile`` took in its compiling batches (the warm-up, and any recompile), for
+compiled fits only."""
 
 THROUGHPUT_METRICS = (SAMPLES_PER_SEC, EPOCH_TIME_S, PEAK_MEMORY_MB, COMPILE_TIME_S)
 """The measurements every trial reports beside its objective, in the tables' order."""
 
 FLOPS_PER_SAMPLE = "flops_per_sample"
-"""FLOPs of one training step (forward and backward) per sample, counted on an eager copy."""
+"""FLOPs of one training step (forward and backward) per sample, counted in the fit's first."""
 
 TFLOPS = "tflops"
 """Achieved TFLOP/s (10^12 FLOP/s): ``flops_per_sample`` x the epoch's ``samples_per_sec``."""

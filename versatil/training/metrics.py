@@ -16,6 +16,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from typing_extensions import override
 
 from versatil.stats import median_ci
+from versatil.training.compile_health import CompileActivity
 from versatil.training.metric_names import (
     COMPILE_TIME_S,
     EPOCH_TIME_S,
@@ -87,18 +88,24 @@ class ThroughputMonitor(L.Callback):
     """Measures each training epoch; read :attr:`epoch_metrics` at epoch end.
 
     The first ``warmup_steps`` training batches of each fit (compilation, allocator and
-    cache warm-up) are left out of the throughput. Keys of :attr:`epoch_metrics`:
+    cache warm-up) are left out of the throughput, and so is any later batch during which
+    dynamo compiled (a recompile after a guard failed, a backward compiled late, a CUDA
+    graph recorded: :class:`~versatil.training.compile_health.CompileActivity`), from the
+    end of the batch before it to its own end. Keys of :attr:`epoch_metrics`:
 
     - ``samples_per_sec``: steady-state training throughput,
       ``throughput_samples / throughput_time_s``. When the epoch has no batch past the
       warm-up (``throughput_steps == 0``) it falls back to ``samples_seen / epoch_time_s``,
       warm-up included.
-    - ``throughput_steps``: the epoch's batches past the warm-up (those measured).
+    - ``throughput_steps``: the epoch's batches past the warm-up that did not compile
+      (those measured).
     - ``throughput_samples``: the samples in those batches.
-    - ``throughput_time_s``: wall time of those batches: from the end of the batch before
-      the first measured one (its start, when it opens the epoch) to the end of the epoch's
-      last batch. It includes loading each batch, the step and the per-batch hooks; it
-      excludes the epoch's data-loader start-up and validation.
+    - ``throughput_time_s``: wall time of those batches, each from the end of the batch
+      before it (its own start, when it opens the epoch) to its end. It includes loading
+      each batch, the step and the per-batch hooks; it excludes the epoch's data-loader
+      start-up, validation and the batches that compiled.
+    - ``throughput_compile_batches``: the fit's batches past the warm-up left out so far
+      because dynamo compiled during them.
     - ``samples_seen``: the samples in all the epoch's training batches.
     - ``epoch_time_s``: from the epoch's start to the end of its last training batch
       (validation excluded).
@@ -110,16 +117,19 @@ class ThroughputMonitor(L.Callback):
       measured batches are cut into windows of at least ``window_s`` seconds of training
       (consecutive batches; a window may span epochs, validation left out), each window
       one throughput sample; these are the median of the fit's windows so far, its 95%
-      confidence interval (order statistics) and their coefficient of variation.
+      confidence interval (order statistics) and their coefficient of variation. A batch
+      that compiled is in no window: the window it fell in is discarded, and the next
+      one starts after it.
     - ``throughput_windows``: how many windows were measured so far in the fit.
     - ``throughput_window_s``: the length a window must reach.
     - ``throughput_too_short``: 1 when fewer than ``min_windows`` windows were measured:
       the timed work is too short to trust, and rankings do not use its throughput.
     - ``torch_threads``: the threads torch computes with (a trial's CPU share).
     - ``compile_time_s`` (compiled runs only): the step time (a batch's start to its end)
-      of the warm-up batches (at least the first) beyond the median step time of the later
-      batches: where ``torch.compile`` traces and builds kernels. Settled at the first
-      epoch with later batches.
+      of the warm-up batches (at least the first) and of the later batches that compiled,
+      beyond the median step time of the later batches that did not: where
+      ``torch.compile`` traces and builds kernels, recompiles included. The warm-up's share
+      is settled at the first epoch with later batches; a later recompile adds its own.
 
     Samples are counted by :func:`count_samples`: a LightningModule may define
     ``count_samples(self, batch) -> int`` to count tokens, pixels or anything else. Under
@@ -153,6 +163,7 @@ class ThroughputMonitor(L.Callback):
         self.window_s = window_s
         self.min_windows = min_windows
         self.epoch_metrics: dict[str, float] = {}
+        self._activity = CompileActivity()
         self._reset_fit()
 
     def _reset_fit(self) -> None:
@@ -162,11 +173,24 @@ class ThroughputMonitor(L.Callback):
         self._open_time = 0.0
         self._first_times: list[float] = []  # compute seconds of the fit's first batches
         self._later_times: list[float] = []
+        self._recompile_times: list[float] = []  # compute seconds of later batches that compiled
         self._compile_time_s: float | None = None
+        self._compile_batches = 0
 
     @override
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._reset_fit()
+        self._activity.install()  # after the fit's dynamo reset, which clears callbacks
+
+    @override
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._activity.remove()
+
+    @override
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
+        self._activity.remove()
 
     @override
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -176,7 +200,7 @@ class ThroughputMonitor(L.Callback):
         self._samples = 0
         self._steady_samples = 0
         self._steady_steps = 0
-        self._steady_start: float | None = None
+        self._steady_time = 0.0
         self._epoch_start = time.perf_counter()
         self._last_end: float | None = None
 
@@ -185,6 +209,8 @@ class ThroughputMonitor(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         self._batch_start = time.perf_counter()
+        if self._last_end is None:  # the batch's share of the time starts here
+            self._last_marker = self._activity.marker()
 
     @override
     def on_train_batch_end(
@@ -198,31 +224,43 @@ class ThroughputMonitor(L.Callback):
         if pl_module.device.type == "cuda":
             torch.cuda.synchronize(pl_module.device)
         now = time.perf_counter()
+        marker = self._activity.marker()
+        compiled = marker != self._last_marker
         samples = count_samples(pl_module, batch)
         self._samples += samples
         if self._fit_batches >= self.warmup_steps:
-            if self._steady_start is None:
-                self._steady_start = self._batch_start if self._last_end is None else self._last_end
-            self._steady_samples += samples
-            self._steady_steps += 1
-            # This batch's share of the training time: since the batch before it ended (its
-            # loading included), or since its own start when it opens the epoch.
-            since = self._batch_start if self._last_end is None else self._last_end
-            self._window_add(samples, now - since)
-        compute = now - self._batch_start
-        if self._fit_batches < max(self.warmup_steps, 1):
-            self._first_times.append(compute)
-        elif self._compile_time_s is None:
-            self._later_times.append(compute)
+            if compiled:
+                # Not steady state: the batch and the window it fell in are left out.
+                self._compile_batches += 1
+                self._open_samples, self._open_time = 0, 0.0
+            else:
+                # This batch's share of the training time: since the batch before it ended
+                # (its loading included), or since its own start when it opens the epoch.
+                since = self._batch_start if self._last_end is None else self._last_end
+                self._steady_samples += samples
+                self._steady_steps += 1
+                self._steady_time += now - since
+                self._window_add(samples, now - since)
+        self._record_step(now - self._batch_start, compiled)
         self._fit_batches += 1
         self._last_end = now
+        self._last_marker = marker
+
+    def _record_step(self, compute: float, compiled: bool) -> None:
+        """Files a batch's step time for the compile time estimate."""
+        if self._fit_batches < max(self.warmup_steps, 1):
+            self._first_times.append(compute)
+        elif compiled:
+            self._recompile_times.append(compute)
+        elif self._compile_time_s is None:
+            self._later_times.append(compute)
 
     @override
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         end = self._epoch_start if self._last_end is None else self._last_end
         epoch_time = max(end - self._epoch_start, 1e-9)
-        if self._steady_start is not None:
-            measured = max(end - self._steady_start, 1e-9)
+        if self._steady_steps:
+            measured = max(self._steady_time, 1e-9)
             samples_per_sec = self._steady_samples / measured
         else:
             measured = 0.0
@@ -237,6 +275,7 @@ class ThroughputMonitor(L.Callback):
             "throughput_samples": float(self._steady_samples),
             "throughput_time_s": measured,
             "samples_seen": float(self._samples),
+            "throughput_compile_batches": float(self._compile_batches),
             EPOCH_TIME_S: epoch_time,
             PEAK_MEMORY_MB: peak_mb,
         }
@@ -276,14 +315,24 @@ class ThroughputMonitor(L.Callback):
         return metrics
 
     def _compile_time(self) -> float:
-        """Settled at the first epoch end with later batches; an estimate until then."""
-        if self._compile_time_s is not None:
-            return self._compile_time_s
+        """Compile seconds: the warm-up's, plus each later batch's that compiled.
+
+        The warm-up's share is settled at the first epoch end with later batches (an
+        estimate until then); each batch counts its step time beyond a typical step.
+        """
+        typical = self._typical_step()
+        warm_up = self._compile_time_s
+        if warm_up is None:
+            warm_up = sum(max(t - typical, 0.0) for t in self._first_times)
+            if self._later_times:
+                self._compile_time_s = warm_up
+        return warm_up + sum(max(t - typical, 0.0) for t in self._recompile_times)
+
+    def _typical_step(self) -> float:
+        """A step without compiling: the median of the later batches that did not compile.
+
+        Before any, the median of the warm-up batches after the first (else 0).
+        """
         if self._later_times:
-            typical = statistics.median(self._later_times)
-        else:
-            typical = statistics.median(self._first_times[1:]) if self._first_times[1:] else 0.0
-        compile_time = sum(max(t - typical, 0.0) for t in self._first_times)
-        if self._later_times:
-            self._compile_time_s = compile_time
-        return compile_time
+            return statistics.median(self._later_times)
+        return statistics.median(self._first_times[1:]) if self._first_times[1:] else 0.0
