@@ -2,6 +2,7 @@
 
 import json
 
+import lightning as L
 import torch
 from torch import nn
 
@@ -84,3 +85,28 @@ def test_dict_outputs_and_a_failing_forward(tmp_path) -> None:
         tmp_path / "bad", Positional(), torch.zeros(2, 7), PrecisionType.FP32
     )
     assert not (tmp_path / "bad").exists()
+
+
+class NoForward(L.LightningModule):
+    """A user's module that calls its layers in its steps and defines no forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(3, 1)
+
+
+class BareNoForward(nn.Module):
+    pass
+
+
+def test_a_module_without_its_own_forward_gives_no_example() -> None:
+    batch = {"features": torch.zeros(4, 3), "target": torch.zeros(4, 1)}
+    assert example_inputs(NoForward(), batch) is None
+    assert example_inputs(NoForward(), (torch.zeros(4, 3), torch.zeros(4))) is None
+    assert example_inputs(BareNoForward(), torch.zeros(4, 3)) is None
+
+
+def test_a_failed_forward_is_one_line_without_a_traceback(tmp_path, caplog) -> None:
+    assert not write_input_example(tmp_path, Positional(), torch.zeros(2, 7), PrecisionType.FP32)
+    (record,) = [r for r in caplog.records if "no input example" in r.getMessage()]
+    assert record.exc_info is None and "(RuntimeError: " in record.getMessage()

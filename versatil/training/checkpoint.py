@@ -84,7 +84,9 @@ class CheckpointDirWriter(L.Callback):
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         write_checkpoint_dir(trainer, self.directory, self.config)
         if self._example is not None and trainer.is_global_zero:
-            write_input_example(self.directory, pl_module, self._example, self.config.precision)
+            example, precision = self._example, self.config.precision
+            if not write_input_example(self.directory, pl_module, example, precision):
+                self._example = None  # it failed once: said once, not tried again
 
 
 def read_config(directory: Path) -> TrainConfig:

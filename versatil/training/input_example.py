@@ -65,6 +65,12 @@ def _from_mapping(module: torch.nn.Module, batch: Mapping[str, Any]) -> dict[str
     return inputs if inputs and required <= inputs.keys() else None
 
 
+def _has_forward(module: torch.nn.Module) -> bool:
+    """Whether the module defines its own ``forward`` (Lightning's and torch's raise)."""
+    forward = getattr(type(module), "forward", None)
+    return forward not in (None, L.LightningModule.forward, torch.nn.Module.forward)
+
+
 def _forward_inputs(module: torch.nn.Module, batch: Any) -> Any:
     """The forward's inputs in ``batch`` (a tuple, a dict or one object), or ``None``."""
     hook = getattr(module, FORWARD_INPUTS_HOOK, None)
@@ -102,6 +108,8 @@ def example_inputs(
         keyword inputs, all with the same number of rows) or ``None`` when the inputs
         cannot be told reliably. Floating tensors are float32.
     """
+    if not _has_forward(module):  # a module that calls its layers itself: nothing to run
+        return None
     try:
         inputs = _forward_inputs(module, batch)
     except Exception:  # a user hook or signature that cannot be read: no example
@@ -184,8 +192,12 @@ def write_input_example(
     try:
         outputs = example_outputs(module, inputs, precision)
         text = json.dumps({"inputs": _encode(inputs), "outputs": _encode(outputs)})
-    except Exception:
-        log.warning("no input example written: the forward on its rows failed", exc_info=True)
+    except Exception as error:  # said once: the writer then stops trying
+        log.warning(
+            "no input example written: the forward on its rows failed (%s: %s)",
+            type(error).__name__,
+            str(error).strip().splitlines()[0][:300] if str(error).strip() else "",
+        )
         return False
     atomic_write(Path(directory) / INPUT_EXAMPLE_FILENAME, lambda tmp: tmp.write_text(text))
     return True

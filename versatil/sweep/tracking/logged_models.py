@@ -189,6 +189,27 @@ def _tracking_uri(uri: str) -> Iterator[None]:
         mlflow.set_tracking_uri(previous)
 
 
+@contextlib.contextmanager
+def _quiet_model_logging() -> Iterator[None]:
+    """MLflow's advice and progress while a model is logged, left off the sweep's console.
+
+    The model's signature comes from its input example, so MLflow's advice to add type
+    hints to ``predict`` and its note that it validates the example say nothing to act on.
+    """
+    import warnings
+
+    pyfunc_log = logging.getLogger("mlflow.pyfunc")
+    level = pyfunc_log.level
+    pyfunc_log.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            hint = ".*Add type hints to the `predict` method"  # MLflow colours it
+            warnings.filterwarnings("ignore", message=hint, category=UserWarning)
+            yield
+    finally:
+        pyfunc_log.setLevel(level)
+
+
 def log_trial_model(
     client: Any,
     experiment_id: str,
@@ -229,7 +250,7 @@ def log_trial_model(
         )
     code = importlib.util.find_spec(CODE_MODULE)
     example, signature = input_example_of(checkpoint_dir) or (None, None)
-    with _tracking_uri(client.tracking_uri):
+    with _tracking_uri(client.tracking_uri), _quiet_model_logging():
         Model.log(
             artifact_path=None,
             name=MODEL_NAME,
