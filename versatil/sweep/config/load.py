@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error
 from versatil.sweep.config.axes import ENUM_AXES, is_grid
 from versatil.sweep.config.limits import MAX_SEED, MAX_TRIALS
+from versatil.sweep.config.reference import reference_note
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.config.sweep_file import check_plain_data, parse_yaml, read_text
 
@@ -23,8 +25,15 @@ __all__ = [
 ]
 
 
-def load_sweep(path: Path | str, overrides: Mapping[str, Any] | None = None) -> SweepConfig:
+def load_sweep(
+    path: Path | str, overrides: Mapping[str, Any] | None = None, notes: TextIO | None = None
+) -> SweepConfig:
     """Reads and validates a sweep file, applying ``--set`` style overrides first.
+
+    A valid sweep may still deserve a word: one that compares settings without eager fp32
+    prints which setting is its reference (``note: ...``, see
+    :func:`~versatil.sweep.config.reference.reference_note`) to ``notes``, standard error
+    by default.
 
     Raises:
         ConfigError: listing every problem in the file; also when the file cannot be read
@@ -40,6 +49,9 @@ def load_sweep(path: Path | str, overrides: Mapping[str, Any] | None = None) -> 
         raise ConfigError(f"{source}: {error}") from None
     config = validate_sweep(data, source=source)
     check_limits(config, source)
+    note = reference_note(config)
+    if note is not None:
+        print(f"note: {note}", file=notes or sys.stderr)
     return config
 
 

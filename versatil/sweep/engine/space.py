@@ -7,10 +7,12 @@ enum objects. The trial turns them back into members with ``TrialSettings``.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from typing import Any
 
 from versatil.sweep.config.axes import ENUM_AXES, NumericAxis
+from versatil.sweep.config.reference import compares_settings, reference_settings
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.vocab.keys import SEED
 
@@ -20,6 +22,7 @@ __all__ = [
     "expand_trials",
     "grid_points",
     "numeric_domain",
+    "reference_point",
     "replicate_points",
 ]
 
@@ -105,20 +108,24 @@ def expand_trials(config: SweepConfig, draw: bool = False) -> list[dict[str, Any
     ``grid`` numeric axes), times ``num_samples``, in the order they start
     (:func:`grid_points`); sampled axes show their distribution unless ``draw`` (or with
     replicates, whose draws are made here).
-    Random and Optuna sweeps show ``num_samples`` draws (seeded); Optuna's own choices
-    adapt to results, so its draws are indicative. With replicates, every trial is
-    repeated once per seed, all the first seed's trials first.
+    Random and Optuna sweeps show ``num_samples`` draws (seeded), the first of them the
+    :func:`reference_point`; Optuna's own choices adapt to results, so its draws are
+    indicative. With replicates, every trial is repeated once per seed, all the first
+    seed's trials first.
     """
     grid = config.search.algorithm == "grid"
     draw = draw or config.replicates > 1  # replicates: the draws made here are the trials
     rng = random.Random(config.search.seed)
     points = grid_points(config) if grid else _tune_order(_grid_axes(config))
+    first = reference_point(config) or {}
     trials = []
-    for _ in range(config.search.num_samples):
+    for sample in range(config.search.num_samples):
         for chosen in points:
             trial = {}
             for name, axis in config.space.items():
-                if name in chosen:
+                if sample == 0 and name in first:
+                    trial[name] = first[name]
+                elif name in chosen:
                     trial[name] = chosen[name]
                 elif name in ENUM_AXES:
                     trial[name] = rng.choice(axis)
@@ -130,6 +137,42 @@ def expand_trials(config: SweepConfig, draw: bool = False) -> list[dict[str, Any
     if config.replicates == 1:
         return trials
     return [{**trial, SEED: seed} for seed in config.replicate_seeds() for trial in trials]
+
+
+def reference_point(config: SweepConfig) -> dict[str, Any] | None:
+    """The configuration a random or Optuna sweep suggests first: the reference's.
+
+    Its settings are the reference's (eager fp32, see
+    :func:`~versatil.sweep.config.reference.reference_settings`), so every such sweep trains
+    its baseline. Its sampled task params take the middle of their range (the geometric
+    middle of a ``loguniform``, the lower middle integer of a ``randint``) and a
+    ``choice`` its first value: a point fixed by the sweep file alone, the same whatever the
+    search seed, the searcher or the seeds of the replicates, and a typical value rather
+    than an extreme one. ``grid`` axes (random search) are left out: Tune crosses the point
+    with each of their values, as it does every sample.
+
+    ``None`` for a grid sweep (it trains every setting), and for a space of one setting
+    (every trial is then the reference).
+    """
+    if config.search.algorithm == "grid" or not compares_settings(config):
+        return None
+    point: dict[str, Any] = dict(reference_settings(config))
+    for name, axis in config.space.items():
+        if isinstance(axis, NumericAxis) and axis.kind != "grid":
+            point[name] = _middle(axis)
+    return point
+
+
+def _middle(axis: NumericAxis) -> Any:
+    """The value a sampled axis takes in the :func:`reference_point`."""
+    kind, args = axis.kind, axis.args
+    if kind == "choice":
+        return args[0]
+    if kind == "uniform":
+        return (args[0] + args[1]) / 2
+    if kind == "loguniform":
+        return math.sqrt(args[0] * args[1])
+    return (args[0] + args[1]) // 2  # randint, both bounds included
 
 
 def replicate_points(config: SweepConfig) -> list[dict[str, Any]]:
@@ -157,8 +200,6 @@ def _combinations(axes: dict[str, list[Any]], names: list[str]) -> list[dict[str
 
 
 def _draw(axis: NumericAxis, rng: random.Random) -> Any:
-    import math
-
     kind, args = axis.kind, axis.args
     if kind == "choice":
         return rng.choice(list(args))

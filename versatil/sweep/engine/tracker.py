@@ -21,7 +21,7 @@ from versatil.sweep.results.hardware import CEILINGS_ARTIFACT, ceiling_metrics, 
 from versatil.sweep.results.judgement import Judgement, summary_text
 from versatil.sweep.results.records import TrialRecord
 from versatil.sweep.results.rows import TrialRow
-from versatil.sweep.results.target import TIME_TO_TARGET
+from versatil.sweep.results.target import TIME_TO_TARGET, target_tags
 from versatil.sweep.results.verdict import SettingResult, Verdict
 from versatil.sweep.tracking import SweepEnd, SweepTracker, TrackingContext, backfill
 from versatil.sweep.tracking.registry import FASTEST_ALIAS, MOST_ACCURATE_ALIAS
@@ -77,11 +77,15 @@ def sweep_end(
             series = child_metrics.setdefault(row.trial_id, {})
             series[TIME_TO_TARGET] = [row.metrics[TIME_TO_TARGET]]
     child_tags = judgement.child_tags()
+    for trial_id, found in target_tags(rows, judgement.verdict.target).items():
+        child_tags.setdefault(trial_id, {}).update(found)
     for row in rows:
         if row.report.resumed:  # a PBT exploit may have changed its axes' values
             trained = json.dumps(row.axes, default=str)
             child_tags.setdefault(row.trial_id, {})[tags.TRAINED_AXES] = trained
     parent_tags = {tags.VERDICT: judgement.verdict.text}
+    if judgement.verdict.reference is not None:
+        parent_tags[tags.REFERENCE] = json.dumps(list(judgement.verdict.reference.setting))
     if judgement.verdict.target is not None:
         parent_tags[tags.TARGET] = repr(judgement.verdict.target)
     aliases = pareto_aliases(judgement.verdict)

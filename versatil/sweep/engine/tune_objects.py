@@ -5,8 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from versatil.sweep.config.axes import NumericAxis
+from versatil.sweep.config.reference import compares_settings, reference_settings
 from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.engine.space import grid_points, numeric_domain, replicate_points
+from versatil.sweep.engine.space import (
+    grid_points,
+    numeric_domain,
+    reference_point,
+    replicate_points,
+)
 from versatil.sweep.vocab.keys import SEED
 from versatil.sweep.vocab.report import TrialReport
 
@@ -17,19 +23,29 @@ __all__ = ["make_scheduler", "make_searcher", "num_samples", "objective_stopper"
 def make_searcher(config: SweepConfig) -> Any:
     """The sweep's searcher: Optuna, or Tune's generator for random and grid search.
 
-    With replicates, Optuna's suggestions are repeated by Tune's ``Repeater`` (Optuna sees
-    each configuration's mean over its seeds), and grid and random sweeps are given their
-    trials as points, each configuration once per seed (:func:`replicate_points`).
+    Optuna and random search suggest the reference first (:func:`reference_point`, given
+    as Tune's ``points_to_evaluate``), so the sweep trains its baseline whatever the
+    searcher's choices. With replicates, Optuna's suggestions are repeated by Tune's
+    ``Repeater`` (Optuna sees each configuration's mean over its seeds), the reference's
+    among them, and grid and random sweeps are given their trials as points, each
+    configuration once per seed (:func:`replicate_points`).
     """
+    first = reference_point(config)
+    points = None if first is None else [first]
     if config.search.algorithm == "optuna":
         from ray.tune.search.optuna import OptunaSearch
 
         searcher = OptunaSearch if config.replicates > 1 else _seeds_apart(config.trainer.seed)
         if config.objective.is_multi:  # Optuna's multi-objective sampler; not via TuneConfig
             metrics, modes = zip(*config.objective.objectives, strict=True)
-            optuna = searcher(metric=list(metrics), mode=list(modes), seed=config.search.seed)
+            optuna = searcher(
+                metric=list(metrics),
+                mode=list(modes),
+                seed=config.search.seed,
+                points_to_evaluate=points,
+            )
         else:
-            optuna = searcher(seed=config.search.seed)
+            optuna = searcher(seed=config.search.seed, points_to_evaluate=points)
         if config.replicates == 1:
             return optuna
         return _seeded_repeater(optuna, config.replicate_seeds())
@@ -45,7 +61,9 @@ def make_searcher(config: SweepConfig) -> Any:
             max_concurrent=limit,
         )
     if config.search.algorithm == "random":
-        return BasicVariantGenerator(random_state=config.search.seed, max_concurrent=limit)
+        return BasicVariantGenerator(
+            points_to_evaluate=points, random_state=config.search.seed, max_concurrent=limit
+        )
     # Grid: every combination given as a point, in the order of grid_points (each
     # compiled graph first once, then its repeats); sampled axes are drawn per point.
     points = grid_points(config) * config.search.num_samples
@@ -105,15 +123,22 @@ def _seeded_repeater(searcher: Any, seeds: list[int]) -> Any:
 
 
 def make_scheduler(config: SweepConfig) -> Any:
-    """The sweep's trial scheduler (ASHA or PBT), or ``None`` for FIFO."""
+    """The sweep's trial scheduler (ASHA or PBT), or ``None`` for FIFO.
+
+    Both keep the reference (:mod:`versatil.sweep.engine.keep_reference`): in a sweep that
+    compares settings, the first configuration with the reference's settings trains its
+    whole budget, never stopped early by ASHA nor exploited by PBT.
+    """
     section = config.scheduler
     # One objective: TuneConfig passes it on. Several: the scheduler gets its own one.
     metric, mode = config.scheduler_objective
-    own = {"metric": metric, "mode": mode} if config.objective.is_multi else {}
+    own: dict[str, Any] = {"metric": metric, "mode": mode} if config.objective.is_multi else {}
+    if section.type in ("asha", "pbt"):
+        own["reference"] = reference_settings(config) if compares_settings(config) else None
     if section.type == "asha":
-        from ray.tune.schedulers import ASHAScheduler
+        from versatil.sweep.engine.keep_reference import KeepReferenceASHA
 
-        return ASHAScheduler(
+        return KeepReferenceASHA(
             time_attr="training_iteration",
             max_t=config.trainer.max_epochs,
             grace_period=section.grace_period,
@@ -121,9 +146,9 @@ def make_scheduler(config: SweepConfig) -> Any:
             **own,
         )
     if section.type == "pbt":
-        from ray.tune.schedulers import PopulationBasedTraining
+        from versatil.sweep.engine.keep_reference import KeepReferencePBT
 
-        return PopulationBasedTraining(
+        return KeepReferencePBT(
             time_attr="training_iteration",
             perturbation_interval=section.perturbation_interval,
             hyperparam_mutations={

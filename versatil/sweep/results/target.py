@@ -5,7 +5,9 @@ A trial's ``time_to_target_s`` is its training wall time (the sum of its epochs'
 reached the target, within the tolerance (relative): ``value <= target + tolerance *
 |target|`` for a ``min`` objective. The target is ``objective.target`` in the sweep file,
 or by default the reference's final objective (eager fp32's, its best configuration's mean
-over seeds). A trial that never reached it has none.
+over seeds). A trial that never reached it has none, and its run says so: with a target,
+every trial's run is tagged ``versatil.target_reached`` (``true`` or ``false``) and
+``versatil.target`` (the target), see :func:`target_tags`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from versatil.sweep.results.rows import TrialRow
+from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.direction import Direction
 from versatil.training.metric_names import EPOCH_TIME_S
 
@@ -24,6 +27,7 @@ __all__ = [
     "apply_target",
     "histories",
     "reached",
+    "target_tags",
     "time_to_target",
     "with_time_to_target",
 ]
@@ -111,3 +115,21 @@ def apply_target(
     if target is None or not math.isfinite(target):
         return list(rows), None
     return with_time_to_target(rows, histories(records, metric), target, mode, tolerance), target
+
+
+def target_tags(rows: Sequence[TrialRow], target: float | None) -> dict[str, dict[str, str]]:
+    """Each trial's run tags on the target, by trial id; none without a target.
+
+    A trial whose ``time_to_target_s`` is absent never reached the target: its run says so
+    (``versatil.target_reached``: ``false``) beside the target it was measured against, so
+    the metric's absence is not mistaken for a missing measurement.
+    """
+    if target is None:
+        return {}
+    return {
+        row.trial_id: {
+            tags.TARGET_REACHED: str(TIME_TO_TARGET in row.metrics).lower(),
+            tags.TARGET: repr(target),
+        }
+        for row in rows
+    }

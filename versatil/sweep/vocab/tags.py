@@ -22,9 +22,11 @@ __all__ = [
     "PARETO_LEVEL",
     "PARETO_RANK",
     "REASON",
+    "REFERENCE",
     "STATUS",
     "SWEEP",
     "TARGET",
+    "TARGET_REACHED",
     "TOLERANCE",
     "TRAINED_AXES",
     "TRIAL_ID",
@@ -50,9 +52,16 @@ OBJECTIVES = "versatil.objectives"
 """Every objective as JSON ``[[metric, mode], ...]``."""
 TOLERANCE = "versatil.tolerance"
 TARGET = "versatil.target"
-"""The objective each trial's ``time_to_target_s`` is measured to."""
+"""The objective each trial's ``time_to_target_s`` is measured to (on the parent and on
+each child run of a sweep with a target)."""
+TARGET_REACHED = "versatil.target_reached"
+"""On a child run of a sweep with a target: ``true`` when the trial reached it (its run has
+``time_to_target_s``), ``false`` when it never did."""
 BEST_TRIAL = "versatil.best_trial_id"
 VERDICT = "versatil.verdict"
+REFERENCE = "versatil.reference"
+"""The verdict's reference setting as JSON ``[precision, compile_mode, matmul_precision]``,
+so that a report judges the sweep against the same setting."""
 
 # A trial's child run.
 PARENT = "mlflow.parentRunId"
