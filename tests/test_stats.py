@@ -108,3 +108,42 @@ def test_a_difference_over_seeds_is_called_only_beyond_seed_noise():
     assert not one_seed.bounded and one_seed.value == pytest.approx(0.95)
     exact = difference_ci([1.0, 1.0], [1.0, 1.0])
     assert (exact.low, exact.high) == (0.0, 0.0)
+
+
+def test_a_paired_difference_cancels_what_the_seed_does():
+    from versatil.stats import difference_ci, paired_difference_ci
+
+    # Seeds differ a lot; each pair differs by about 0.01: paired, the spread is the pairs'.
+    reference = [0.30, 0.45, 0.38, 0.52]
+    values = [0.311, 0.459, 0.391, 0.529]
+    paired = paired_difference_ci(values, reference)
+    assert paired.value == pytest.approx(0.01) and paired.n == 4
+    half = 3.182 * statistics.stdev(a - b for a, b in zip(values, reference, strict=True)) / 2
+    assert paired.high - paired.value == pytest.approx(half, rel=1e-3)
+    assert paired.low > 0  # beyond seed noise once paired
+    unpaired = difference_ci(values, reference)
+    assert unpaired.low < 0 < unpaired.high  # lost in seed-to-seed variation
+    exact = paired_difference_ci([0.31, 0.47], [0.31, 0.47])
+    assert (exact.value, exact.low, exact.high) == (0.0, 0.0, 0.0)
+    assert not paired_difference_ci([0.3], [0.2]).bounded
+    with pytest.raises(ValueError, match="one reference value per value"):
+        paired_difference_ci([0.3, 0.4], [0.2])
+    with pytest.raises(ValueError, match="at least one pair"):
+        paired_difference_ci([], [])
+
+
+def test_seeds_to_decide_is_the_least_n_whose_interval_clears_the_margin():
+    from scipy import stats
+
+    from versatil.stats import seeds_to_decide
+
+    def half(sd, n):
+        return stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+
+    for sd, margin in [(0.01, 0.008), (0.1, 0.01), (1.0, 0.9), (0.02, 0.5)]:
+        n = seeds_to_decide(sd, margin)
+        assert n >= 2 and half(sd, n) < margin
+        assert n == 2 or half(sd, n - 1) >= margin
+    assert seeds_to_decide(0.01, 0.0) is None  # on the tolerance: no number of seeds decides
+    assert seeds_to_decide(1.0, 1e-6, limit=100) is None
+    assert seeds_to_decide(0.0, 0.01) == 2

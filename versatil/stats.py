@@ -2,9 +2,11 @@
 
 Pure functions on numbers, the way benchmarking tools compare two programs (pyperf,
 hyperfine, criterion): a speed is a median with a distribution-free confidence interval
-(order statistics), a speedup is the median of paired ratios with its interval, and an
-objective over seeds is a mean with a Student-t interval. A comparison says ``faster`` or
-``slower`` only when the whole interval lies on one side; anything else is a tie.
+(order statistics), a speedup is the median of paired ratios with its interval, an
+objective over seeds is a mean with a Student-t interval, and the change between two
+settings trained with the same seeds is the mean of their per-seed differences, with its
+Student-t interval. A comparison says ``faster`` or ``slower`` only when the whole interval
+lies on one side; anything else is a tie.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ __all__ = [
     "difference_ci",
     "mean_ci",
     "median_ci",
+    "paired_difference_ci",
     "ratio_ci",
     "ratio_of",
     "same_value",
+    "seeds_to_decide",
     "speed_verdict",
 ]
 
@@ -178,6 +182,57 @@ def difference_ci(
     df = (va + vb) ** 2 / (va**2 / (len(xs) - 1) + vb**2 / (len(ys) - 1))
     half = float(stats.t.ppf((1 + confidence) / 2, df)) * spread
     return Estimate(diff, diff - half, diff + half, min(len(xs), len(ys)), None, confidence)
+
+
+def paired_difference_ci(
+    values: Sequence[float], reference: Sequence[float], confidence: float = CONFIDENCE
+) -> Estimate:
+    """``mean(values[i] - reference[i])`` with a Student-t interval over the differences.
+
+    Two settings trained with the same seeds (common random numbers): pair ``i`` shares its
+    initialisation and data order, so what the seed does cancels in the difference.
+    Identical pairs give exactly 0 with the interval ``[0, 0]``; one pair is unbounded.
+    """
+    if len(values) != len(reference):
+        raise ValueError("paired_difference_ci needs one reference value per value")
+    if not values:
+        raise ValueError("paired_difference_ci needs at least one pair")
+    diffs = [float(a) - float(b) for a, b in zip(values, reference, strict=True)]
+    return dataclasses.replace(mean_ci(diffs, confidence), cv=None)
+
+
+def _t_halfwidth(sd: float, n: int, confidence: float) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+
+
+def seeds_to_decide(
+    sd: float, margin: float, confidence: float = CONFIDENCE, limit: int = 10_000
+) -> int | None:
+    """How many seeds a Student-t interval needs to be narrower than ``margin`` on each side.
+
+    The usual sample size: the least ``n >= 2`` with ``t(n - 1) * sd / sqrt(n) < margin``,
+    for per-seed standard deviation ``sd`` and ``margin`` the distance from the estimate
+    to the bound the interval must clear. ``None`` when no ``n`` up to ``limit`` does (a
+    ``margin`` of 0 or less, or a spread too large for it).
+    """
+    if margin <= 0 or not math.isfinite(sd) or not math.isfinite(margin):
+        return None
+    if sd <= 0:
+        return 2
+    if _t_halfwidth(sd, limit, confidence) >= margin:
+        return None
+    low, high = 1, 2  # the half-width narrows as n grows: find it by doubling, then halving
+    while _t_halfwidth(sd, high, confidence) >= margin:
+        low, high = high, min(2 * high, limit)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if _t_halfwidth(sd, mid, confidence) < margin:
+            high = mid
+        else:
+            low = mid
+    return high
 
 
 def speed_verdict(speedup: Estimate) -> Comparison:

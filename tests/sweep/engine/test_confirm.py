@@ -46,8 +46,11 @@ def test_fp64_is_found_slower_in_paired_rounds_and_the_rounds_are_logged(
     # The parent holds the rounds: both candidates, 4 counted rounds each, ABBA order.
     client = MlflowClient(mlflow_server)
     parent = outcome.tracking.parent_run_id
-    rounds = json.loads(Path(client.download_artifacts(parent, "confirm/rounds.json")).read_text())
-    assert [c["label"] for c in rounds["contenders"]] == ["32 + eager", "64 + eager"]
+    document = json.loads(
+        Path(client.download_artifacts(parent, "confirm/rounds.json")).read_text()
+    )
+    assert [c["label"] for c in document["contenders"]] == ["32 + eager", "64 + eager"]
+    (rounds,) = document["groups"]  # one group: both fit in confirm.max_candidates
     assert rounds["orders"] == [["32 + eager", "64 + eager"], ["64 + eager", "32 + eager"]] * 2
     assert all(len(v) == 4 and min(v) > 0 for v in rounds["samples_per_sec"].values())
     assert rounds["steps"] >= 3 and rounds["torch_threads"] == 1  # resources.cpu: 1
@@ -57,7 +60,7 @@ def test_fp64_is_found_slower_in_paired_rounds_and_the_rounds_are_logged(
 
     # Each candidate's run holds its own rounds, and the speedup they give.
     runs = {r.data.tags["versatil.trial_id"]: r for r in child_runs(client, outcome.tracking)}
-    slow_trial = next(c["trial_id"] for c in rounds["contenders"] if c["precision"] == "64")
+    slow_trial = next(c["trial_id"] for c in document["contenders"] if c["precision"] == "64")
     slow = runs[slow_trial].data.metrics
     rates = rounds["samples_per_sec"]
     ratios = sorted(a / b for a, b in zip(rates["64 + eager"], rates["32 + eager"], strict=True))
@@ -86,9 +89,9 @@ def test_fp64_is_found_slower_in_paired_rounds_and_the_rounds_are_logged(
     assert code == 0
     assert "confirm: re-timing 2 settings (32 + eager, 64 + eager) in 3 paired" in out
     again = json.loads(Path(client.download_artifacts(parent, "confirm/rounds.json")).read_text())
-    assert all(len(v) == 3 for v in again["samples_per_sec"].values())
+    assert all(len(v) == 3 for v in again["groups"][0]["samples_per_sec"].values())
     text = client.get_run(parent).data.tags["versatil.verdict"]
-    assert "3 paired rounds" in text and out.rstrip().endswith(text)
+    assert "3 paired rounds" in text and f"\n{text}\n" in out
 
 
 def test_confirm_of_an_unknown_sweep_says_where_it_looked(tmp_path, capsys):

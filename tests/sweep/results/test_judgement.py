@@ -27,7 +27,7 @@ ROWS = [
 ]
 
 
-def test_the_summary_ranks_the_front_says_what_it_left_out_and_ends_with_the_verdict():
+def test_the_summary_leads_with_the_verdict_ranks_the_front_and_says_what_it_left_out():
     judgement = judge(ROWS, OBJECTIVES, tolerance=0.01)
     assert judgement.best.trial_id == "a"
     assert judgement.marks == {"a": "*", "b": "P"}
@@ -40,7 +40,7 @@ def test_the_summary_ranks_the_front_says_what_it_left_out_and_ends_with_the_ver
         "left out of the front: 1 trial(s) stopped early by the scheduler did not finish (d)"
         in (text)
     )
-    assert text.rstrip().endswith(judgement.verdict.text)
+    assert text.startswith(judgement.verdict.text)
     assert judgement.verdict.recommended == "a"
 
 
@@ -78,3 +78,57 @@ def test_a_trial_off_the_front_but_inside_the_noise_is_marked():
     assert judgement.marks == {"a": "*", "b": "~"}
     assert judgement.front == {"a"}
     assert "~ within noise of it" in summary_text(rows, judgement)
+
+
+def timed_row(trial_id, precision, compile_mode, val_loss, speed, noise=0.01):
+    r = row(trial_id, precision, val_loss, speed)
+    r.axes["compile_mode"] = compile_mode
+    r.metrics.update(
+        samples_per_sec_median=speed,
+        samples_per_sec_ci_low=speed * (1 - noise),
+        samples_per_sec_ci_high=speed * (1 + noise),
+        throughput_windows=8.0,
+    )
+    return r
+
+
+def test_one_answer_the_best_line_and_the_mark_are_the_recommended_trial():
+    # b is 1.5x eager fp32 and within 1% of its val_loss; c has the best val_loss but is
+    # no faster: the answer is b, and the summary says why c is not it.
+    rows = [
+        timed_row("a", "32", "none", 0.2000, 100.0),
+        timed_row("b", "bf16-mixed", "none", 0.2010, 150.0),
+        timed_row("c", "64", "none", 0.1990, 60.0),
+    ]
+    judgement = judge(rows, OBJECTIVES[:1], tolerance=0.01)
+    assert judgement.verdict.recommended == "b"
+    assert judgement.best.trial_id == "b" and judgement.best_objective.trial_id == "c"
+    assert judgement.marks["b"] == "*" and judgement.marks["c"] == "P"
+    assert judgement.front == {"a", "b", "c"}
+    text = summary_text(rows, judgement)
+    assert text.startswith(judgement.verdict.text)
+    assert "* the recommended trial" in text
+    assert (
+        "best val_loss: c (64 + eager, val_loss=0.199), not the answer: 64 + eager is not "
+        "faster than 32 + eager beyond noise (slower)"
+    ) in text
+
+
+def test_the_reference_with_the_best_objective_is_explained_against_the_faster_answer():
+    rows = [
+        timed_row("a", "32", "none", 0.2000, 100.0),
+        timed_row("b", "bf16-mixed", "none", 0.2010, 150.0),
+    ]
+    judgement = judge(rows, OBJECTIVES[:1], tolerance=0.01)
+    assert judgement.best.trial_id == "b" and judgement.marks == {"b": "*", "a": "P"}
+    assert (
+        "not the answer: bf16-mixed + eager is faster (1.50x 32 + eager) and its val_loss is "
+        "no worse, within the 1.0% tolerance"
+    ) in summary_text(rows, judgement)
+
+
+def test_no_note_when_the_best_objective_is_the_answer():
+    rows = [timed_row("a", "32", "none", 0.2000, 100.0), timed_row("b", "64", "none", 0.3, 50.0)]
+    judgement = judge(rows, OBJECTIVES[:1], tolerance=0.01)
+    assert judgement.best.trial_id == "a" and judgement.best_objective is None
+    assert "not the answer" not in summary_text(rows, judgement)

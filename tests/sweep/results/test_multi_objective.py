@@ -125,9 +125,8 @@ def test_front_tags_and_verdict_match_the_runs(ray_cluster, mlflow_server, tmp_p
         if low / base[2] > 1 and change <= 0.05:
             winners[t] = median / base[1]
     verdict = parent.data.tags["versatil.verdict"]
-    # The summary ends with it, just before the closing lines (counts and paths).
-    summary = out[: out.index(" trials in ")].rstrip().rpartition("\n\n")[0]
-    assert summary.rstrip().endswith(verdict)
+    # The summary leads with it, before the trials' table.
+    assert f"\n\n{verdict}\n\n" in out[: out.index(" trials in ")]
     if not winners:
         assert verdict.endswith(
             f"Recommended: 32 + eager, the eager fp32 baseline (trial {baseline})."

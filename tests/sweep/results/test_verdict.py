@@ -135,17 +135,23 @@ def test_replicates_give_the_objective_its_seed_noise():
         ]
 
     baseline = seeds("a", "32", [0.200, 0.204, 0.196], 100.0)
-    noisy = seeds("b", "bf16-mixed", [0.205, 0.195, 0.215], 190.0)  # +2.5%, within noise
+    close = seeds("b", "bf16-mixed", [0.2004, 0.2042, 0.1966], 190.0)  # +0.2% ± 0.25%
+    noisy = seeds("n", "16-mixed", [0.205, 0.195, 0.215], 250.0)  # +2.5% ± 17%: undecided
     worse = seeds("c", "bf16-true", [0.250, 0.251, 0.249], 400.0)  # +25%, beyond it
-    verdict = make_verdict(baseline + noisy + worse, "val_loss", "min")
+    verdict = make_verdict(baseline + close + noisy + worse, "val_loss", "min")
     by = {s.label: s for s in verdict.settings}
     assert by["bf16-mixed + eager"].seeds == 3 and by["bf16-mixed + eager"].no_worse
+    assert by["bf16-mixed + eager"].paired and by["bf16-mixed + eager"].change.high < 0.01
     assert by["bf16-true + eager"].change.low > 0.01 and not by["bf16-true + eager"].no_worse
+    assert by["bf16-true + eager"].objective_call == "worse"
+    assert by["16-mixed + eager"].objective_call == "undecided"
+    assert not by["16-mixed + eager"].no_worse  # inside seed noise is not within tolerance
     # Three seeds paired by seed: the speedup's interval is the median of the pairs' bounds.
     assert by["bf16-mixed + eager"].speedup.n == 3
     assert verdict.recommended_setting == "bf16-mixed + eager"
-    assert "val_loss +2.5% ± " in verdict.text and "over 3 seeds: no worse" in verdict.text
-    assert "+2.5% ± " in verdict_table(verdict)
+    assert "val_loss +0.2% ± 0.25% over 3 seeds: no worse" in verdict.text
+    table = verdict_table(verdict)
+    assert "+2.5% ± " in table and "undecided (~" in table
 
 
 def test_trials_pair_by_params_so_batch_sizes_compare_like_with_like():

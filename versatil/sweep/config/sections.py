@@ -34,15 +34,20 @@ class ConfirmSection(pydantic.BaseModel):
 
     enabled: Literal["auto", "on", "off"] = pydantic.Field(
         "auto",
-        description="auto: when more than one setting is in contention; on: whenever two "
-        "settings finished; off: never.",
+        description="auto: when a setting besides the reference is in contention; on: also "
+        "when none is (the Pareto set's settings, those measured slower included); off: never.",
     )
     rounds: int = pydantic.Field(6, ge=2, le=100, description="Rounds counted per candidate.")
     round_s: float = pydantic.Field(
         0.5, gt=0, le=60, description="Least seconds of timed training per candidate per round."
     )
     max_candidates: int = pydantic.Field(
-        6, ge=2, le=20, description="At most this many settings re-timed, the reference included."
+        6,
+        ge=2,
+        le=20,
+        description="At most this many settings re-timed together, the reference included; "
+        "more in contention are re-timed in further groups of this size, each with the "
+        "reference.",
     )
 
     @pydantic.field_validator("enabled", mode="before")
@@ -257,8 +262,9 @@ class MlflowSection(pydantic.BaseModel):
     )
     log_checkpoints: Literal["best", "all", "none"] = pydantic.Field(
         "best",
-        description="Which trials' checkpoints are logged as artifacts; a completed trial's "
-        "also as an MLflow logged model that mlflow.pyfunc.load_model loads.",
+        description="Which trials' checkpoints are logged as artifacts (best: the "
+        "recommended trial's; with several objectives, the best trial on the Pareto set); a "
+        "completed trial's also as an MLflow logged model that mlflow.pyfunc.load_model loads.",
     )
     register: str | None = pydantic.Field(
         None,

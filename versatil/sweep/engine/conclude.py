@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from versatil.sweep.config.reference import reference_settings
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.results.answer import Setting
 from versatil.sweep.results.judgement import Judgement, judge
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.results.target import apply_target
-from versatil.sweep.results.verdict import reference_objective
+from versatil.sweep.results.verdict import reference_objective, setting_of
 
-__all__ = ["conclude"]
+__all__ = ["conclude", "sweep_reference"]
 
 
 def conclude(
@@ -32,9 +34,10 @@ def conclude(
         confirmation: The re-timing's rounds, if the candidates were re-timed.
     """
     objective = config.objective
+    setting = sweep_reference(config)
     reference = None
     if objective.target is None:
-        reference = reference_objective(rows, objective.metric, objective.mode)
+        reference = reference_objective(rows, objective.metric, objective.mode, setting)
     timed, target = apply_target(
         rows,
         records,
@@ -44,5 +47,12 @@ def conclude(
         objective.tolerance,
         objective.target,
     )
-    judgement = judge(timed, objective.objectives, objective.tolerance, confirmation, target)
+    judgement = judge(
+        timed, objective.objectives, objective.tolerance, confirmation, target, setting
+    )
     return timed, judgement
+
+
+def sweep_reference(config: SweepConfig) -> Setting:
+    """The sweep's reference setting: eager fp32, or its space's first listed values."""
+    return setting_of(reference_settings(config))

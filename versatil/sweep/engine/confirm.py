@@ -3,9 +3,10 @@
 The re-timing runs as one Ray task with a trial's CPUs and its GPUs rounded up to whole
 ones (trials with a share of a GPU timed each other), so on a cluster every candidate
 trains on the same node and device, one at a time, while no trial runs and nothing else
-holds that GPU. Its rounds come back as one document
-(:mod:`~versatil.sweep.results.confirmation`), which decides the verdict and is logged to
-MLflow.
+holds that GPU. More candidates than ``confirm.max_candidates`` are re-timed in several
+groups, each with the reference first, one group after the other in that one task. Its
+rounds come back as one document (:mod:`~versatil.sweep.results.confirmation`), which
+decides the verdict and is logged to MLflow.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.results.confirmation import Candidate, candidates, should_confirm
+from versatil.sweep.results.confirmation import Candidate, candidates, groups, should_confirm
 from versatil.sweep.results.judgement import Judgement
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.storage import checkpoint_ref
@@ -25,8 +26,11 @@ __all__ = ["confirm_candidates", "confirm_or_explain", "plan", "retime_resources
 
 def plan(config: SweepConfig, rows: Sequence[TrialRow], judgement: Judgement) -> list[Candidate]:
     """The candidates to re-time, or none when the sweep's settings say not to."""
-    found = candidates(judgement.verdict, rows, set(judgement.marks), config.confirm.max_candidates)
-    return found if should_confirm(judgement.verdict, found, config.confirm.enabled) else []
+    section = config.confirm
+    on = section.enabled == "on"  # asked for: the Pareto set's slower settings too
+    verdict, front = judgement.verdict, set(judgement.marks)
+    found = candidates(verdict, rows, front, section.max_candidates, slower=on)
+    return found if should_confirm(verdict, found, section.enabled) else []
 
 
 def retime_resources(config: SweepConfig) -> dict[str, float]:
@@ -40,16 +44,37 @@ def retime_resources(config: SweepConfig) -> dict[str, float]:
     return {"num_cpus": resources.cpu, "num_gpus": math.ceil(gpus) if gpus > 0 else 0}
 
 
-def _retime_task(contenders: list[tuple[str, str]], options: dict[str, Any]) -> dict[str, Any]:
-    """Runs in a Ray worker: the rounds, as plain values (the driver imports no torch)."""
+def _retime_task(grouped: list[list[tuple[str, str]]], options: dict[str, Any]) -> dict[str, Any]:
+    """Runs in a Ray worker: each group's rounds, as plain values (the driver imports no torch).
+
+    The groups are re-timed one after the other, on this worker's device.
+    """
     from versatil.cli_common import quiet_libraries
     from versatil.sweep.storage import local_checkpoint
     from versatil.training.retime import retime
 
     quiet_libraries()  # after Lightning's import (retime's), which sets its loggers' levels
-    # A checkpoint on object storage comes by its URI; it is fetched on this node.
-    local = [(label, str(local_checkpoint(ref))) for label, ref in contenders]
-    return retime(local, **options).as_dict()
+    # A checkpoint on object storage comes by its URI; it is fetched on this node, once.
+    local: dict[str, str] = {}
+    rounds = []
+    for group in grouped:
+        for _, ref in group:
+            local.setdefault(ref, str(local_checkpoint(ref)))
+        rounds.append(retime([(label, local[ref]) for label, ref in group], **options).as_dict())
+    return {"groups": rounds}
+
+
+def _announce(
+    found: Sequence[Candidate], grouped: Sequence[Sequence[Candidate]], rounds: int
+) -> str:
+    """The line that says what the re-timing times."""
+    names = ", ".join(c.label for c in found)
+    line = f"confirm: re-timing {len(found)} settings ({names}) in {rounds} paired, interleaved "
+    line += "rounds on one device"
+    if len(grouped) > 1:
+        size = max(len(g) for g in grouped)
+        line += f", in {len(grouped)} groups of at most {size}, each with {found[0].label}"
+    return line
 
 
 def confirm_candidates(
@@ -57,24 +82,25 @@ def confirm_candidates(
 ) -> dict[str, Any]:
     """Re-times ``found`` (the reference first) in one Ray task; returns the rounds' document.
 
-    Ray must be connected. The task takes one trial's CPUs (``resources.cpu``), so torch
-    computes with the threads a trial had, and whole GPUs (:func:`retime_resources`).
+    More than ``confirm.max_candidates`` are re-timed in groups of that size, each with the
+    reference first (:func:`~versatil.sweep.results.confirmation.groups`), one after the
+    other. Ray must be connected. The task takes one trial's CPUs (``resources.cpu``), so
+    torch computes with the threads a trial had, and whole GPUs (:func:`retime_resources`).
+
+    Returns:
+        ``contenders`` (every candidate, the reference first), ``groups`` (each group's
+        rounds: :class:`~versatil.training.retime.Retimed` as plain values).
     """
     import ray
 
     section = config.confirm
+    grouped = groups(found, section.max_candidates)
     if stream is not None:
-        names = ", ".join(c.label for c in found)
-        print(
-            f"confirm: re-timing {len(found)} settings ({names}) in {section.rounds} paired, "
-            "interleaved rounds on one device",
-            file=stream,
-            flush=True,
-        )
+        print(_announce(found, grouped, section.rounds), file=stream, flush=True)
     task = ray.remote(**retime_resources(config), max_retries=0)(_retime_task)
     options = {"rounds": section.rounds, "round_s": section.round_s, "seed": config.trainer.seed}
-    contenders = [(c.label, checkpoint_ref(c.checkpoint)) for c in found]
-    rounds = ray.get(task.remote(contenders, options))
+    refs = [[(c.label, checkpoint_ref(c.checkpoint)) for c in group] for group in grouped]
+    rounds = ray.get(task.remote(refs, options))
     return {"contenders": [c.as_dict() for c in found], **rounds}
 
 

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
 from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.engine.conclude import conclude
+from versatil.sweep.engine.conclude import conclude, sweep_reference
 from versatil.sweep.engine.confirm import confirm_or_explain, plan
 from versatil.sweep.engine.prepare import Prepared
 from versatil.sweep.engine.resume import mark_ended
@@ -79,8 +79,9 @@ def judge_end(
     """The one end of a sweep, for ``run``, ``sync`` and ``confirm``: rows judged.
 
     The rows are judged once. With ``retime``, the settings in contention (when the
-    sweep's ``confirm`` settings ask for it) are re-timed, and the verdict is made again
-    with the rounds, which decide it.
+    sweep's ``confirm`` settings ask for it) are re-timed, every one of them (in groups of
+    ``confirm.max_candidates``, each with the reference), and the verdict is made again
+    with the rounds of all groups, which decide it.
 
     Args:
         config: The sweep.
@@ -97,7 +98,10 @@ def judge_end(
         if confirmation is not None:  # new measurements: the verdict is made with them
             objective = config.objective
             target = judgement.verdict.target
-            judgement = judge(rows, objective.objectives, objective.tolerance, confirmation, target)
+            reference = sweep_reference(config)
+            judgement = judge(
+                rows, objective.objectives, objective.tolerance, confirmation, target, reference
+            )
     return Concluded(rows, judgement, list(records), confirmation, missing)
 
 

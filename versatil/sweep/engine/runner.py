@@ -66,7 +66,8 @@ class SweepOutcome:
         experiment_dir: Tune's experiment directory (results and checkpoints), or its
             local mirror when the storage path is on object storage.
         rows: One row per trial.
-        best: The best trial, or ``None`` when no trial produced a finite objective.
+        best: The answer's trial (the recommended one; with several objectives, the best on
+            the Pareto set), or ``None`` when no trial produced a finite objective.
         wall_s: Seconds from start to the last trial's end.
         tracking: Where the sweep's MLflow runs are.
         judgement: The best trial, the Pareto ranking and the verdict.

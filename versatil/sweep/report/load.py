@@ -89,6 +89,8 @@ class SweepReport:
         target: The objective the trials' ``time_to_target_s`` was measured to, if any.
         judgement: The rows' judgement, when the caller judged them already (the sweep's
             end); default: judged here.
+        reference: The sweep's reference setting, as its end recorded it
+            (``versatil.reference``); ``None`` for eager fp32, or the slowest setting.
     """
 
     def __init__(
@@ -101,6 +103,7 @@ class SweepReport:
         confirmation: Mapping[str, Any] | None = None,
         target: float | None = None,
         judgement: Judgement | None = None,
+        reference: tuple[str, str, str] | None = None,
     ) -> None:
         self.context = context
         self.mode = mode
@@ -108,7 +111,7 @@ class SweepReport:
         self.objectives = objectives or [(context.objective, mode)]
         self.confirmation = confirmation
         if judgement is None:
-            judgement = judge(rows, self.objectives, tolerance, confirmation, target)
+            judgement = judge(rows, self.objectives, tolerance, confirmation, target, reference)
         self.judgement = judgement
         self.marks = self.judgement.marks
         self.int8: list[Int8Row] = []  # the INT8 runs of `compress`, one per trial
@@ -172,6 +175,7 @@ def load_report(
         confirmation,
         held.target,
         judgement,
+        held.reference,
     )
     report.int8 = int8_rows(client, context)
     ceilings = read_document(client, parent.info.run_id, CEILINGS_ARTIFACT)

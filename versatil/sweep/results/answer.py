@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from versatil.stats import Estimate
+from versatil.sweep.results.compile_cost import CompileCost, compile_fields
 from versatil.training.metric_names import (
     CEILING_FRACTION,
     FLOPS_PER_SAMPLE,
@@ -38,8 +39,10 @@ class SettingResult:
             too short) or ``shared`` (timed while trials shared a GPU).
         objective: Its best configuration's objective: the mean over seeds, with an interval.
         change: The objective's difference from the reference's, relative to it, with an
-            interval over seeds (``None`` when the reference's objective is 0).
-        no_worse: Whether the objective passes the non-inferiority rule.
+            interval over seeds (``None`` when the reference's objective is 0): over the
+            per-seed differences where the seeds line up (``paired``), else Welch's.
+        no_worse: Whether the objective passes the non-inferiority rule
+            (``objective_call`` is ``no worse``).
         trials: How many of its trials finished.
         seeds: How many seeds its best configuration trained with.
         best_trial: The best trial of its best configuration.
@@ -49,8 +52,16 @@ class SettingResult:
         time_to_target: The median ``time_to_target_s`` of its best configuration's trials
             that reached the target; ``None`` when none did (or no target was set).
         reached_target: How many of those trials reached it.
+        objective_call: ``no worse`` (the change's worse end within the tolerance, or with
+            one seed its point estimate), ``undecided`` (the interval straddles the
+            tolerance) or ``worse``; empty when not judged, then read from ``no_worse``.
+        paired: Whether ``change`` is a paired interval over per-seed differences.
+        seeds_to_decide: For an ``undecided`` objective, about how many seeds would
+            decide it (from the per-seed spread); ``None`` otherwise or when none would.
         hardware: The median over its trials of ``flops_per_sample``, ``tflops``,
             ``ceiling_fraction``, ``mfu`` and ``joules_per_sample``, where reported.
+        compile: A compiled setting's compile time, graphs, graph breaks, recompiles and
+            break-even (:mod:`~versatil.sweep.results.compile_cost`); ``None`` when eager.
     """
 
     label: str
@@ -68,12 +79,21 @@ class SettingResult:
     rounds: int = 0
     time_to_target: float | None = None
     reached_target: int = 0
+    objective_call: str = ""
+    paired: bool = False
+    seeds_to_decide: int | None = None
     hardware: dict[str, float] = dataclasses.field(default_factory=dict)
+    compile: CompileCost | None = None
 
     @property
     def samples_per_sec(self) -> float | None:
         """The setting's median samples/s, or ``None``."""
         return None if self.speed is None else self.speed.value
+
+    @property
+    def call(self) -> str:
+        """The objective's call: ``no worse``, ``undecided`` or ``worse``."""
+        return self.objective_call or ("no worse" if self.no_worse else "worse")
 
     def as_dict(self) -> dict[str, Any]:
         """The setting as plain values (``report --format json``)."""
@@ -91,12 +111,16 @@ class SettingResult:
             "reached_target": self.reached_target,
             "speed": self.speed_call,
             "no_worse": self.no_worse,
+            "objective_call": self.call,
+            "objective_change_paired": self.paired,
+            "seeds_to_decide": self.seeds_to_decide,
         }
         out.update(_bounds(SAMPLES_PER_SEC, self.speed))
         out.update(_bounds("speedup", self.speedup))
         out.update(_bounds("objective", self.objective))
         out.update(_bounds("objective_change", self.change))
         out.update({name: self.hardware.get(name) for name in SETTING_HARDWARE})
+        out.update(compile_fields(self.compile))
         return out
 
 
@@ -109,7 +133,8 @@ class Verdict:
         mode: Its mode.
         tolerance: How much worse than the reference still counts as no worse (relative).
         reference: The setting the others are compared with (``None``: nothing finished).
-        is_baseline: Whether the reference is eager fp32 (else the slowest setting).
+        is_baseline: Whether the reference is eager fp32 (else the sweep's own reference,
+            or the slowest setting).
         settings: Every setting, the reference first, then the fastest first.
         recommended: The recommended setting's best trial id.
         recommended_setting: The recommended setting's label.
@@ -117,6 +142,9 @@ class Verdict:
         text: The verdict in words.
         target: The objective each trial's time to target is measured to; ``None`` when
             none was set.
+        listed_reference: Whether the reference is the sweep's own, each settings axis at
+            its first listed value (a space without eager fp32); else, when not the
+            baseline, it is the slowest finished setting.
     """
 
     metric: str
@@ -130,6 +158,7 @@ class Verdict:
     tied: list[str]
     text: str
     target: float | None = None
+    listed_reference: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The verdict as plain values: the recommendation, the ties and the sentence."""

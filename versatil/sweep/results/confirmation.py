@@ -1,16 +1,26 @@
 """The end of a sweep's re-timing: which settings it re-times, and what its rounds say.
 
-Pure functions. The candidates are the reference (eager fp32, else the slowest setting),
-every setting still in contention (no worse on the objective, and faster, tied, not timed
-long enough, or timed on a shared GPU) and the settings of the Pareto set; each is re-timed
-from its best trial's checkpoint. The rounds (:mod:`versatil.training.retime`) are one document, the
-``confirm/rounds.json`` artifact of the parent run: a setting's speedup is the median of
-its per-round ratios to the reference, with its interval (:func:`versatil.stats.ratio_ci`).
+Pure functions. The candidates are the reference (eager fp32, else the slowest setting)
+and every setting in contention: no worse on the objective (or undecided), and faster,
+tied, not timed long enough, or timed on a shared GPU. A setting already measured slower
+beyond noise is not re-timed. The Pareto set's other settings not measured slower fill
+the room the groups leave. Each is re-timed from its best trial's checkpoint.
+
+The cap (``confirm.max_candidates``) is the size of a group, the reference included:
+with more candidates than one group holds, they are re-timed in several groups, one after
+the other, each with the reference first (:func:`groups`), so no setting in contention is
+left unmeasured. The rounds (:mod:`versatil.training.retime`) are one document, the
+``confirm/rounds.json`` artifact of the parent run: ``contenders`` (every candidate, the
+reference first) and ``groups`` (each group's rounds). A setting's speedup is the median
+of its per-round ratios to the reference of its group, with its interval
+(:func:`versatil.stats.ratio_ci`). A document without ``groups`` (written before groups
+existed) is read as one group.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -23,6 +33,9 @@ __all__ = [
     "Candidate",
     "candidates",
     "confirmed_speedups",
+    "groups",
+    "in_contention",
+    "round_groups",
     "round_metrics",
     "should_confirm",
 ]
@@ -59,36 +72,82 @@ class Candidate:
         }
 
 
-def candidates(
-    verdict: Verdict, rows: Sequence[TrialRow], front: Collection[str], limit: int
-) -> list[Candidate]:
-    """The settings to re-time, the reference first, at most ``limit``.
+def in_contention(result: SettingResult) -> bool:
+    """Whether a setting could still be the answer, so its speed must be measured.
 
-    After the reference come the recommended setting, the others in contention by their
-    speedup, then the Pareto set's other settings. A setting whose best trial left no
-    checkpoint cannot be re-timed and is left out.
+    No worse on the objective, or undecided on it, and not measured slower (its speed
+    call is one of :data:`CONTENDING`).
+    """
+    passes = result.no_worse or getattr(result, "objective_call", None) == "undecided"
+    return passes and result.speed_call in CONTENDING
+
+
+def candidates(
+    verdict: Verdict,
+    rows: Sequence[TrialRow],
+    front: Collection[str],
+    limit: int,
+    slower: bool = False,
+) -> list[Candidate]:
+    """The settings to re-time, the reference first; :func:`groups` splits them by ``limit``.
+
+    After the reference come the recommended setting and the others in contention, by
+    their speedup (every one of them, whatever ``limit``), then the Pareto set's other
+    settings, as many as the groups the contending ones need have room for (one group
+    when none contends). A setting whose best trial left no checkpoint cannot be re-timed
+    and is left out.
+
+    Args:
+        verdict: The sweep's verdict from its trials' own timing.
+        rows: Its trials.
+        front: The trial ids of the Pareto set.
+        limit: The settings one group holds, the reference included (at least 2).
+        slower: Whether the Pareto set's settings measured slower are re-timed too
+            (``confirm.enabled: on``); else they are not.
     """
     if verdict.reference is None:
         return []
     by_id = {r.trial_id: r for r in rows}
     others = verdict.settings[1:]
     recommended = [s for s in others if s.label == verdict.recommended_setting]
-    contending = [s for s in others if s.no_worse and s.speed_call in CONTENDING]
+    contending = [s for s in others if in_contention(s)]
     contending.sort(key=lambda s: -(s.speedup.value if s.speedup else 0.0))
     on_front = {setting_of(by_id[t].axes) for t in front if t in by_id}
-    fronted = [s for s in others if s.setting in on_front]
-    chosen: list[SettingResult] = []
-    for s in (verdict.reference, *recommended, *contending, *fronted):
-        if s not in chosen:
-            chosen.append(s)
-    out = []
-    for s in chosen:
-        row = by_id.get(s.best_trial)
-        if row is not None and row.checkpoint:
-            out.append(Candidate(s.label, s.setting, s.best_trial, str(row.checkpoint)))
-    if not out or out[0].setting != verdict.reference.setting:
+    fronted = [s for s in others if s.setting in on_front and (slower or s.speed_call != "slower")]
+    needed = _with_checkpoint([verdict.reference, *recommended, *contending], by_id)
+    if not needed or needed[0].setting != verdict.reference.setting:
         return []  # nothing to compare with
-    return out[:limit]
+    extra = [c for c in _with_checkpoint(fronted, by_id) if c not in needed]
+    room = max(1, math.ceil((len(needed) - 1) / (limit - 1))) * (limit - 1) - (len(needed) - 1)
+    return needed + extra[:room]
+
+
+def _with_checkpoint(
+    settings: Sequence[SettingResult], by_id: Mapping[str, TrialRow]
+) -> list[Candidate]:
+    """The settings whose best trial left a checkpoint, as candidates, each once."""
+    out: list[Candidate] = []
+    for s in settings:
+        row = by_id.get(s.best_trial)
+        if row is None or not row.checkpoint:
+            continue
+        found = Candidate(s.label, s.setting, s.best_trial, str(row.checkpoint))
+        if found not in out:
+            out.append(found)
+    return out
+
+
+def groups(found: Sequence[Candidate], limit: int) -> list[list[Candidate]]:
+    """The candidates in groups of at most ``limit``, each with the reference first.
+
+    ``found`` is the reference first, then the others (:func:`candidates`); each group
+    holds the reference and up to ``limit - 1`` of the others, in their order.
+    """
+    if len(found) < 2:
+        return []
+    reference, others = found[0], list(found[1:])
+    size = max(1, limit - 1)
+    return [[reference, *others[i : i + size]] for i in range(0, len(others), size)]
 
 
 def should_confirm(verdict: Verdict, found: Sequence[Candidate], enabled: str) -> bool:
@@ -97,8 +156,7 @@ def should_confirm(verdict: Verdict, found: Sequence[Candidate], enabled: str) -
         return False
     if enabled == "on":
         return True
-    contending = {s.setting for s in verdict.settings[1:] if s.no_worse}
-    contending &= {s.setting for s in verdict.settings if s.speed_call in CONTENDING}
+    contending = {s.setting for s in verdict.settings[1:] if in_contention(s)}
     return any(c.setting in contending for c in found[1:])
 
 
@@ -106,13 +164,34 @@ def _setting(entry: Mapping[str, Any]) -> Setting:
     return str(entry["precision"]), str(entry["compile_mode"]), str(entry["matmul_precision"])
 
 
+def round_groups(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The document's groups of rounds, each with its ``contenders``, the reference first.
+
+    A document written before groups existed holds one group's rounds at its top level:
+    it is that one group.
+    """
+    entries = {entry["label"]: entry for entry in document["contenders"]}
+    if "groups" not in document:
+        return [{**document, "contenders": list(document["contenders"])}]
+    out = []
+    for group in document["groups"]:
+        out.append({**group, "contenders": [entries[label] for label in group["labels"]]})
+    return out
+
+
 def confirmed_speedups(document: Mapping[str, Any]) -> dict[Setting, Estimate]:
-    """Each re-timed setting's speedup over the reference: the median of per-round ratios."""
-    rates = document["samples_per_sec"]
-    reference = document["contenders"][0]["label"]
+    """Each re-timed setting's speedup over the reference: the median of per-round ratios.
+
+    Each setting against the reference's rounds in its own group; the groups' speedups
+    merged into one mapping (:func:`~versatil.sweep.results.verdict.make_verdict`'s
+    ``confirmed``).
+    """
     out = {}
-    for entry in document["contenders"][1:]:
-        out[_setting(entry)] = ratio_ci(rates[entry["label"]], rates[reference])
+    for group in round_groups(document):
+        rates = group["samples_per_sec"]
+        reference = group["contenders"][0]["label"]
+        for entry in group["contenders"][1:]:
+            out[_setting(entry)] = ratio_ci(rates[entry["label"]], rates[reference])
     return out
 
 
@@ -126,15 +205,19 @@ def round_metrics(
     """The rounds as MLflow metrics: the parent's series, and each candidate run's.
 
     Each series is one value per round (its step), or one value for a speedup and its
-    interval bounds.
+    interval bounds. The reference's samples/s series holds its rounds of every group,
+    group after group.
     """
-    rates = document["samples_per_sec"]
     speedups = confirmed_speedups(document)
+    rates: dict[str, list[float]] = {}
+    for group in round_groups(document):
+        for label, values in group["samples_per_sec"].items():
+            rates.setdefault(label, []).extend(values)
     parent: dict[str, list[float]] = {}
     children: dict[str, dict[str, list[float]]] = {}
     for entry in document["contenders"]:
         label, slug = entry["label"], _slug(entry["label"])
-        series = {"confirm/samples_per_sec": list(rates[label])}
+        series = {"confirm/samples_per_sec": list(rates.get(label, []))}
         speedup = speedups.get(_setting(entry))
         if speedup is not None:
             series["confirm/speedup"] = [speedup.value]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from versatil.sweep.results.compile_cost import GRAPHS, compile_cell, compile_cost
 from versatil.sweep.results.rows import SETTINGS_COLUMNS, THROUGHPUT_COLUMNS, TrialRow
 from versatil.tables import format_table
 
@@ -20,6 +21,10 @@ def summary_table(
 ) -> str:
     """A fixed-width text table: settings, other axes, objective, throughput, status.
 
+    A sweep with compiled trials adds a ``compile`` column after the compile time: each
+    compiled trial's FX graphs, graph breaks and recompiles (``2 graphs, 0 breaks,
+    1 recompile``), ``-`` for an eager one.
+
     Args:
         rows: The trials.
         objective: The (primary) objective metric's name (a column header).
@@ -31,6 +36,7 @@ def summary_table(
     axis_names += sorted({k for r in rows for k in r.axes} - set(SETTINGS_COLUMNS))
     extra = [m for m in other_objectives if m not in THROUGHPUT_COLUMNS and m != objective]
     rank_header = ["rank"] if ranks is not None else []
+    compile_header = ["compile"] if any(GRAPHS in r.metrics for r in rows) else []
     headers = [
         "",
         *rank_header,
@@ -39,6 +45,7 @@ def summary_table(
         objective,
         *extra,
         *THROUGHPUT_COLUMNS,
+        *compile_header,
         "epochs",
         "status",
     ]
@@ -51,6 +58,7 @@ def summary_table(
             row.objective,
             *(row.metrics.get(m) for m in extra),
             *(row.metrics.get(c) for c in THROUGHPUT_COLUMNS),
+            *([compile_cell(compile_cost([row], None), seconds=False)] if compile_header else []),
             row.epochs,
             row.status + (f": {row.reason}" if row.reason else ""),
         ]

@@ -19,14 +19,21 @@ The rules, in order:
   of each bound. With no such pairs the settings' intervals (their trials' hull) are
   divided. A setting is **faster** only when the whole interval lies above 1.
 - **Objective.** A setting's objective is its best configuration's mean over seeds, with
-  a Student-t interval. It is **no worse** than the reference's when it is at most
-  ``tolerance`` worse (relative), or when their difference lies within seed noise (its
-  Welch interval over seeds holds 0; with replicates only). Objectives equal but for
-  float rounding are equal.
+  a Student-t interval. Its change from the reference's (relative) pairs the two best
+  configurations' trials by seed (replicate k of every configuration trains with the same
+  seed): a Student-t interval over the per-seed differences, so identical per-seed
+  objectives give exactly 0 ± 0; where fewer than two seeds line up, Welch's unpaired
+  interval, said ``unpaired``. "No worse" is a non-inferiority claim
+  (:mod:`~versatil.sweep.results.noninferiority`): with replicates, **no worse** only when
+  the worse end of the change's interval lies within ``tolerance``, **worse** when its
+  better end lies beyond it, else **undecided** (with about how many seeds would decide
+  it), never no worse; with one seed, the point estimate against the tolerance. Objectives
+  equal but for float rounding are equal.
 - **Recommendation.** The faster and no worse settings contend; the fastest wins, and
   any whose speedup interval overlaps the winner's ties with it. Among tied settings the
   simpler wins (fewer settings changed from eager fp32). With no contender the reference
-  is recommended, and the sentence says that nothing beat it beyond noise.
+  is recommended, and the sentence says that nothing measured beat it beyond noise,
+  naming the no-worse (or undecided) settings left without a measured speed.
 """
 
 from __future__ import annotations
@@ -37,9 +44,11 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from versatil.stats import Estimate, difference_ci, mean_ci, ratio_of, same_value, speed_verdict
+from versatil.stats import Estimate, ratio_of, speed_verdict
 from versatil.sweep.results.answer import Setting, SettingResult, Verdict
+from versatil.sweep.results.compile_cost import compile_cost
 from versatil.sweep.results.hardware import setting_hardware
+from versatil.sweep.results.noninferiority import NO_WORSE, objective_call, objective_change
 from versatil.sweep.results.ranking import rank_key
 from versatil.sweep.results.rows import TrialRow, full_budget, timed_shared, value_of
 from versatil.sweep.results.target import TIME_TO_TARGET
@@ -148,31 +157,6 @@ def _best_configuration(rows: Sequence[TrialRow], mode: str) -> list[TrialRow]:
     return min(groups.items(), key=key)[1]
 
 
-def _objective_change(
-    mine: Sequence[TrialRow], theirs: Sequence[TrialRow]
-) -> tuple[Estimate, Estimate | None]:
-    values = [float(r.objective) for r in mine]  # type: ignore[arg-type]
-    reference = [float(r.objective) for r in theirs]  # type: ignore[arg-type]
-    objective = mean_ci(values)
-    scale = abs(statistics.fmean(reference))
-    if scale == 0:
-        return objective, None
-    diff = difference_ci(values, reference)
-    if same_value(statistics.fmean(values), statistics.fmean(reference)):
-        diff = Estimate(0.0, min(diff.low, 0.0), max(diff.high, 0.0), diff.n, None, diff.coverage)
-    change = Estimate(diff.value / scale, diff.low / scale, diff.high / scale, diff.n)
-    return objective, change
-
-
-def _no_worse(change: Estimate | None, mode: str, tolerance: float) -> bool:
-    """Within ``tolerance`` of the reference, or a difference within seed noise."""
-    if change is None or change.value == 0:
-        return True
-    worsening = Direction(mode).as_loss(change.value)
-    within_noise = change.bounded and change.low <= 0 <= change.high
-    return worsening <= tolerance or within_noise
-
-
 def _complexity(setting: Setting) -> tuple[int, Setting]:
     """How far a setting is from eager fp32: the settings it changes, then its values."""
     return sum(a != b for a, b in zip(setting, BASELINE.values(), strict=True)), setting
@@ -185,8 +169,9 @@ def make_verdict(
     tolerance: float = 0.01,
     confirmed: Mapping[Setting, Estimate] | None = None,
     target: float | None = None,
+    reference: Setting | None = None,
 ) -> Verdict:
-    r"""Compares each setting with eager fp32 (or the slowest) and recommends one.
+    r"""Compares each setting with eager fp32 (or the sweep's reference) and recommends one.
 
     Args:
         rows: The sweep's :class:`~versatil.sweep.results.rows.TrialRow`\ s.
@@ -198,6 +183,9 @@ def make_verdict(
             (:mod:`~versatil.sweep.results.confirmation`); they replace the trials' own.
         target: The objective the rows' ``time_to_target_s`` was measured to
             (:mod:`~versatil.sweep.results.target`), if any.
+        reference: The sweep's reference when its space has no eager fp32 (each settings
+            axis at its first listed value, :mod:`versatil.sweep.config.reference`); the
+            slowest finished setting is the reference when it did not finish either.
     """
     finished, groups = _grouped(rows, metric)
     if not finished:
@@ -205,7 +193,8 @@ def make_verdict(
         return Verdict(metric, mode, tolerance, None, False, [], None, None, [], text)
     show_matmul = any(r.axes.get("matmul_precision") not in (None, "none") for r in rows)
     speed = _speeds(groups)
-    reference, is_baseline = _reference(groups, speed)
+    wanted = reference
+    reference, is_baseline = _reference(groups, speed, wanted)
     ref_best = _best_configuration(groups[reference], mode)
     varied = sorted(
         {k for r in finished for k in r.axes if len({repr(o.axes.get(k)) for o in finished}) > 1}
@@ -214,9 +203,11 @@ def make_verdict(
     results = []
     for setting, group in groups.items():
         best = _best_configuration(group, mode)
-        objective, change = _objective_change(best, ref_best)
+        found = objective_change(best, ref_best)
+        judged, needed = objective_call(found, mode, tolerance)
         if setting == reference:
-            speedup = None if speed[setting] is None else Estimate(1.0, 1.0, 1.0, 1)
+            timed = speed[setting] is not None or bool(confirmed)  # re-timed: in the rounds
+            speedup = Estimate(1.0, 1.0, 1.0, 1) if timed else None
             call, rounds = "reference", 0
         else:
             speedup, call, rounds = _speed_call(group, groups[reference], confirmed, setting)
@@ -227,9 +218,9 @@ def make_verdict(
                 speed=speed[setting],
                 speedup=speedup,
                 speed_call=call,
-                objective=objective,
-                change=change,
-                no_worse=_no_worse(change, mode, tolerance),
+                objective=found.objective,
+                change=found.change,
+                no_worse=judged == NO_WORSE,
                 trials=len(group),
                 seeds=len(best),
                 best_trial=min(best, key=lambda r: rank_key(r, mode)).trial_id,
@@ -237,7 +228,11 @@ def make_verdict(
                 rounds=rounds,
                 time_to_target=_median_time(best),
                 reached_target=sum(TIME_TO_TARGET in r.metrics for r in best),
+                objective_call=judged,
+                paired=found.paired,
+                seeds_to_decide=needed,
                 hardware=setting_hardware(group),
+                compile=compile_cost(group, speedup),
             )
         )
     results.sort(
@@ -261,11 +256,14 @@ def make_verdict(
         tied=[r.label for r in tied] if len(tied) > 1 else [],
         text="",
         target=target,
+        listed_reference=not is_baseline and reference == wanted,
     )
     return dataclasses.replace(verdict, text=verdict_text(verdict))
 
 
-def reference_objective(rows: Sequence[Any], metric: str, mode: str) -> float | None:
+def reference_objective(
+    rows: Sequence[Any], metric: str, mode: str, reference: Setting | None = None
+) -> float | None:
     """The reference setting's objective, as :func:`make_verdict` would report it.
 
     The mean over the seeds of the reference's best configuration: the default target of
@@ -275,9 +273,9 @@ def reference_objective(rows: Sequence[Any], metric: str, mode: str) -> float | 
     finished, groups = _grouped(rows, metric)
     if not finished:
         return None
-    reference, _ = _reference(groups, _speeds(groups))
-    best = _best_configuration(groups[reference], mode)
-    return _objective_change(best, best)[0].value
+    chosen, _ = _reference(groups, _speeds(groups), reference)
+    best = _best_configuration(groups[chosen], mode)
+    return objective_change(best, best).objective.value
 
 
 def _grouped(
@@ -298,16 +296,20 @@ def _speeds(groups: Mapping[Setting, Sequence[TrialRow]]) -> dict[Setting, Estim
 
 
 def _reference(
-    groups: Mapping[Setting, Sequence[TrialRow]], speed: Mapping[Setting, Estimate | None]
+    groups: Mapping[Setting, Sequence[TrialRow]],
+    speed: Mapping[Setting, Estimate | None],
+    wanted: Setting | None = None,
 ) -> tuple[Setting, bool]:
     """The setting every other is compared with, and whether it is the baseline.
 
-    Eager fp32 when the sweep ran it; else the slowest measured setting, else the slowest
-    by its raw throughput.
+    Eager fp32 when the sweep ran it; else the sweep's own reference (``wanted``) when it
+    finished; else the slowest measured setting, else the slowest by its raw throughput.
     """
     baseline: Setting = tuple(BASELINE.values())  # type: ignore[assignment]
     if baseline in groups:
         return baseline, True
+    if wanted is not None and wanted in groups:
+        return wanted, False
     return min(groups, key=lambda s: (_slowness(speed[s], groups[s]), s)), False
 
 

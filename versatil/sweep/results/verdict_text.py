@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from versatil.stats import Estimate
 from versatil.sweep.results.answer import SettingResult, Verdict
+from versatil.sweep.results.compile_cost import compile_cell, compile_note, compile_notes
+from versatil.sweep.results.noninferiority import NO_WORSE, UNDECIDED, WORSE
 from versatil.training.metric_names import (
     CEILING_FRACTION,
     JOULES_PER_SAMPLE,
@@ -12,7 +14,7 @@ from versatil.training.metric_names import (
     TFLOPS,
 )
 
-__all__ = ["SHARED_NOTE", "percent", "ratio_text", "verdict_table", "verdict_text"]
+__all__ = ["SHARED_NOTE", "call_text", "percent", "ratio_text", "verdict_table", "verdict_text"]
 
 
 def percent(change: float) -> str:
@@ -55,16 +57,42 @@ def _listed(result: SettingResult) -> str:
     return f"{result.label}, {speedup.value:.2f}x, {ci_text(speedup, result.rounds)}"
 
 
+def call_text(result: SettingResult) -> str:
+    """``no worse``, ``worse``, or ``undecided (about 6 seeds would decide it)``."""
+    if result.call != UNDECIDED or result.seeds_to_decide is None:
+        return result.call
+    return f"{UNDECIDED} (about {result.seeds_to_decide} seeds would decide it)"
+
+
 def _objective_text(result: SettingResult, metric: str) -> str:
+    """``val_loss +0.4% ± 1.2% over 3 seeds: no worse`` (``unpaired``, or ``one seed``)."""
     change = result.change
     if change is None:
         return f"{metric} {result.objective.value:.4g}"
     if change.bounded and result.seeds > 1:
         half = (change.high - change.low) / 2
-        text = f"{metric} {percent(change.value)} ± {_magnitude(half)} over {result.seeds} seeds"
+        how = "" if result.paired else ", unpaired"
+        text = f"{metric} {percent(change.value)} ± {_magnitude(half)} over {change.n} seeds{how}"
     else:
         text = f"{metric} {percent(change.value)} (one seed)"
-    return f"{text}: {'no worse' if result.no_worse else 'worse'}"
+    return f"{text}: {call_text(result)}"
+
+
+def _left_unmeasured(verdict: Verdict) -> list[SettingResult]:
+    """The no-worse or undecided settings left without a measured speed."""
+    return [
+        r
+        for r in verdict.settings[1:]
+        if r.call in (NO_WORSE, UNDECIDED) and r.speed_call in ("unmeasured", "shared")
+    ]
+
+
+def _unmeasured_note(left: list[SettingResult]) -> str:
+    """``Left without a measured speed: bf16-true + eager (no worse, unmeasured). ``."""
+    if not left:
+        return ""
+    named = ", ".join(f"{r.label} ({r.call}, {r.speed_call})" for r in left)
+    return f"Left without a measured speed: {named}. "
 
 
 def _against(verdict: Verdict) -> str:
@@ -84,40 +112,60 @@ def verdict_text(verdict: Verdict) -> str:
     assert ref is not None
     against = _against(verdict)
     prefix = ""
-    if not verdict.is_baseline:
+    if verdict.listed_reference:
+        prefix = (
+            "This sweep's space has no eager fp32 baseline (precision 32, compile_mode none, "
+            "matmul_precision highest), so settings are compared with its reference, "
+            f"{ref.label} (each settings axis at its first listed value). "
+        )
+    elif not verdict.is_baseline:
         prefix = (
             "No eager fp32 baseline (precision 32, compile_mode none, matmul_precision "
             f"highest) finished in this sweep, so settings are compared with the slowest "
             f"finished setting, {ref.label}. "
         )
     chosen = next(r for r in verdict.settings if r.label == verdict.recommended_setting)
+    left = _left_unmeasured(verdict)
     if chosen is not ref:
         text = (
             f"Recommended: {_named(chosen)}: {ratio_text(chosen, against)}; "  # type: ignore[arg-type]
             f"{_objective_text(chosen, verdict.metric)} (tolerance {verdict.tolerance:.1%})."
         )
+        cost = compile_note(chosen)
+        if cost:
+            text = f"{text[:-1]}; it {cost}."
         if verdict.tied:
             others = [r for r in verdict.settings if r.label in verdict.tied[1:]]
             listed = "; ".join(_listed(r) for r in others)
             text += f" Tied with it on speed, within noise: {listed}; the simpler setting wins."
-        return prefix + text
+        return prefix + f"{text} {_unmeasured_note(left)}".rstrip()
     if all(r.speedup is None for r in verdict.settings[1:]):
-        why = _unmeasured_text(verdict)
+        why = _unmeasured_text(verdict) + _unmeasured_note(left)
     else:
-        closest = _closest(verdict)
-        why = f"No setting beats {against} beyond noise"
-        if closest is not None:
-            why += f" (closest: {_listed(closest)})"
-        why += ". "
-        worse = [r for r in verdict.settings[1:] if r.speed_call == "faster" and not r.no_worse]
-        if worse:
-            why += (
-                "Faster but worse: "
-                + " / ".join(f"{_listed(r)}, {_objective_text(r, verdict.metric)}" for r in worse)
-                + ". "
-            )
+        why = _nothing_faster(verdict, against, left)
     itself = "the eager fp32 baseline" if verdict.is_baseline else "the reference"
     return f"{prefix}{why}Recommended: {_named(ref)}, {itself} (trial {ref.best_trial})."
+
+
+def _nothing_faster(verdict: Verdict, against: str, left: list[SettingResult]) -> str:
+    """Why the reference is recommended though some settings were measured.
+
+    ``No setting beats`` only when every no-worse (or undecided) setting has a measured
+    speed; else ``Nothing measured beats``, and the settings left unmeasured are named.
+    """
+    closest = _closest(verdict)
+    lead = "Nothing measured beats" if left else "No setting beats"
+    why = f"{lead} {against} beyond noise"
+    if closest is not None:
+        why += f" (closest: {_listed(closest)})"
+    why += ". " + _unmeasured_note(left)
+    metric = verdict.metric
+    for heading, call in (("Faster but worse", WORSE), ("Faster but undecided", UNDECIDED)):
+        found = [r for r in verdict.settings[1:] if r.speed_call == "faster" and r.call == call]
+        if found:
+            listed = " / ".join(f"{_listed(r)}, {_objective_text(r, metric)}" for r in found)
+            why += f"{heading}: {listed}. "
+    return why
 
 
 SHARED_NOTE = (
@@ -172,9 +220,12 @@ def verdict_table(verdict: Verdict) -> str:
     if verdict.reference is None:
         return ""
     against = "eager fp32" if verdict.is_baseline else "slowest"
+    if verdict.listed_reference:
+        against = "reference"
     metric = verdict.metric
     shown = [n for n in _HARDWARE_COLUMNS if any(n in s.hardware for s in verdict.settings)]
     hardware_headers = [_HARDWARE_COLUMNS[n] for n in shown]
+    compiled = any(s.compile is not None for s in verdict.settings)
     headers = [
         "setting",
         SAMPLES_PER_SEC,
@@ -183,6 +234,7 @@ def verdict_table(verdict: Verdict) -> str:
         f"x {against}",
         "95% CI",
         "speed",
+        *(["compile"] if compiled else []),
         f"{metric} (mean)",
         f"vs {against}",
         metric,
@@ -200,6 +252,7 @@ def verdict_table(verdict: Verdict) -> str:
             vs = "n/a"
         elif change.bounded and s.seeds > 1:
             vs = f"{percent(change.value)} ± {_magnitude((change.high - change.low) / 2)}"
+            vs += "" if s.paired else " unpaired"
         else:
             vs = percent(change.value)
         table.append(
@@ -211,9 +264,10 @@ def verdict_table(verdict: Verdict) -> str:
                 "n/a" if s.speedup is None else f"{s.speedup.value:.2f}x",
                 _interval(s.speedup, 2),
                 s.speed_call,
+                *([compile_cell(s.compile)] if compiled else []),
                 f"{s.objective.value:.6g}",
                 vs,
-                "no worse" if s.no_worse else "worse",
+                s.call if s.seeds_to_decide is None else f"{s.call} (~{s.seeds_to_decide} seeds)",
                 s.seeds,
                 s.trials,
             ]
@@ -223,6 +277,8 @@ def verdict_table(verdict: Verdict) -> str:
     text = format_table(headers, table)
     if any(s.speed_call == "shared" for s in verdict.settings):
         text += f"\n{SHARED_NOTE}"
+    for note in compile_notes(verdict.settings):
+        text += f"\ncompile, {note}"
     if verdict.target is not None:
         text += (
             f"\ntime to target: training seconds until {metric} first reached "

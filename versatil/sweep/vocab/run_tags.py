@@ -73,6 +73,8 @@ class SweepTags:
             (``versatil.target``), if the sweep's end recorded one.
         experiment_dir: Tune's experiment directory of the invocation
             (``versatil.experiment_dir``), if recorded.
+        reference: The verdict's reference setting (``versatil.reference``), if the
+            sweep's end recorded one.
     """
 
     objective: str
@@ -81,6 +83,7 @@ class SweepTags:
     tolerance: float
     target: float | None
     experiment_dir: str | None
+    reference: tuple[str, str, str] | None = None
 
     @classmethod
     def read(cls, held: Mapping[str, str]) -> SweepTags:
@@ -108,6 +111,7 @@ class SweepTags:
             tolerance=_number(held, tags.TOLERANCE, DEFAULT_TOLERANCE),  # type: ignore[arg-type]
             target=_number(held, tags.TARGET, None),
             experiment_dir=held.get(tags.EXPERIMENT_DIR),
+            reference=_setting(held),
         )
 
 
@@ -185,3 +189,20 @@ class Int8Tags:
             source=held.get(tags.INT8_SOURCE, ""),
             fallback_reason=held.get(tags.INT8_FALLBACK, ""),
         )
+
+
+def _setting(held: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """The ``versatil.reference`` tag as a setting; ``None`` where absent.
+
+    Raises:
+        ConfigError: when the tag is not three strings.
+    """
+    found = _json(held, tags.REFERENCE, None)
+    if found is None:
+        return None
+    if not isinstance(found, list) or len(found) != 3 or not all(isinstance(v, str) for v in found):
+        raise ConfigError(
+            f"MLflow tag {tags.REFERENCE}: {found!r} is not [precision, compile_mode, "
+            "matmul_precision]"
+        )
+    return (found[0], found[1], found[2])
