@@ -39,12 +39,11 @@ TIMEOUT_S = 300
 # Top-level keys that make a YAML block a whole sweep file; any other YAML block is a
 # fragment of one, checked laid over the quickstart sweep.
 SWEEP_FILE_KEYS = {"name", "task", "space"}
-# Sweep files the docs run but describe in words instead of showing whole.
-DESCRIBED_NOT_SHOWN = {"int8_pareto.yaml"}
 
 COMMAND = "python -m versatil.sweep"
 SHELL_LANGS = {"bash", "console", "shell", "sh"}
-FENCE = re.compile(r"^```\s*([\w+-]*)\s*$")
+# An opening fence: ```LANG, or ```{.LANG .CLASS} (a console output: {.text .output}).
+FENCE = re.compile(r"^```\s*(?:\{\s*\.([\w+-]+)[^}]*\}|([\w+-]*))\s*$")
 ANNOTATION = re.compile(r"^<!--\s*(.*?)\s*-->\s*$")
 SUBCOMMAND = re.compile(re.escape(COMMAND) + r" ([a-z][\w-]*)")
 DOCS_LINK = re.compile(r"\]\((docs/[^)#\s]+)(?:#[^)\s]*)?\)")
@@ -81,7 +80,7 @@ def fenced_blocks(page: Path) -> list[Block]:
         if start is None:
             match = FENCE.match(line)
             if match:
-                start, lang = number, match.group(1).lower()
+                start, lang = number, (match.group(1) or match.group(2)).lower()
         elif line.strip() == "```":
             before = ANNOTATION.match(lines[start - 2]) if start >= 2 else None
             text = "\n".join(lines[start : number - 1]) + "\n"
@@ -255,8 +254,7 @@ def config_of(args: tuple[str, ...]) -> str | None:
 
 @pytest.mark.parametrize(
     "command",
-    # A file the docs describe without showing it whole has nothing to dry-run.
-    [c for c in RUNS if config_of(c.args) not in DESCRIBED_NOT_SHOWN],
+    RUNS,
     ids=lambda command: f"{command.block.where}: {shlex.join(command.args) or 'no arguments'}",
 )
 def test_command_dry_run(command: Command, workdir: Path) -> None:
