@@ -10,10 +10,18 @@ each run's sentence and speedups.
 
     python benchmarks/reproducibility.py --sweep quickstart --runs 5
     python benchmarks/reproducibility.py --sweep conv --runs 5
+    python benchmarks/reproducibility.py --sweep pointwise --runs 5
+    python benchmarks/reproducibility.py --sweep two-sweeps --runs 3
 
 ``quickstart`` is the shipped zero-argument sweep. ``conv`` is a user-style task
 (``tests.user_tasks.conv_classifier``: a residual conv net with BatchNorm, ``val_acc``),
 float32 against float64 and bf16-mixed, whose fp64 runs at about half the speed on CPU.
+``pointwise`` is a user-style task on which compile pays off on a CPU
+(``tests.user_tasks.pointwise``: blocks of small pointwise ops, which ``torch.compile``
+fuses): each run's answer, and the compiled setting's speedup, compile time and break-even.
+``two-sweeps`` runs two sweep files of one task whose epochs are too short to time from
+the trials (``tests.user_tasks.dict_batches``), sharing two settings; each run reports
+both sweeps' speed calls on the shared settings and whether they agree.
 
 It writes JSON to ``--out`` (default
 ``benchmarks/results/reproducibility-<sweep>-<date>.json``). Run it on an otherwise idle
@@ -52,7 +60,50 @@ max_concurrent_trials: 2
 trainer: {max_epochs: 3, accelerator: cpu}
 """
 
-SWEEPS = {"quickstart": None, "conv": CONV}
+POINTWISE = """\
+name: pointwise
+task:
+  name: "tests.user_tasks.pointwise:build"
+  params: {n_train: 16384, batch_size: 64}
+objective: {metric: val_loss, mode: min}
+space:
+  compile_mode: [none, default]
+search: {algorithm: grid}
+resources: {cpu: 1}
+max_concurrent_trials: 1
+trainer: {max_epochs: 3, accelerator: cpu}
+"""
+
+SHORT_A = """\
+name: short-a
+task: {name: "tests.user_tasks.dict_batches:build", params: {n_samples: 512}}
+objective: {metric: val_loss, mode: min, tolerance: 0.5}
+space:
+  precision: [32, bf16-true, 64]
+search: {algorithm: grid}
+resources: {cpu: 1}
+max_concurrent_trials: 1
+trainer: {max_epochs: 2, accelerator: cpu}
+"""
+
+SHORT_B = """\
+name: short-b
+task: {name: "tests.user_tasks.dict_batches:build", params: {n_samples: 512}}
+objective: {metric: val_loss, mode: min, tolerance: 0.5}
+space:
+  precision: [32, bf16-true]
+  compile_mode: [none, default]
+search: {algorithm: grid}
+resources: {cpu: 1}
+max_concurrent_trials: 1
+trainer: {max_epochs: 2, accelerator: cpu}
+"""
+
+SWEEPS = {"quickstart": None, "conv": CONV, "pointwise": POINTWISE, "short-a": SHORT_A}
+SWEEPS["short-b"] = SHORT_B
+CHOICES = ("quickstart", "conv", "pointwise", "two-sweeps")
+SHARED = ("32 + eager", "bf16-true + eager")
+"""The settings both of ``two-sweeps``' sweep files hold."""
 
 
 def one_run(sweep: str, workdir: Path) -> dict[str, Any]:
@@ -95,6 +146,7 @@ def one_run(sweep: str, workdir: Path) -> dict[str, Any]:
                 "speedup_ci": [s["speedup_ci_low"], s["speedup_ci_high"]],
                 "rounds": s["rounds"],
                 "no_worse": s["no_worse"],
+                **{k: s.get(k) for k in ("compile_s", "break_even_s", "graphs", "recompiles")},
             }
             for s in answer["settings"]
         },
@@ -102,17 +154,37 @@ def one_run(sweep: str, workdir: Path) -> dict[str, Any]:
     }
 
 
+def two_sweeps(workdir: Path) -> dict[str, Any]:
+    """Runs both sweep files of one task; their speed calls on the shared settings."""
+    first = one_run("short-a", workdir / "a")
+    second = one_run("short-b", workdir / "b")
+    calls = {
+        label: [first["settings"][label]["speed"], second["settings"][label]["speed"]]
+        for label in SHARED
+    }
+    agree = all(a == b for a, b in calls.values())
+    answer = "same calls" if agree else "different calls"
+    wall = round(first["wall_s"] + second["wall_s"], 1)
+    return {"answer": answer, "calls": calls, "runs": [first, second], "wall_s": wall}
+
+
 def main() -> None:
     """Runs the sweep ``--runs`` times and writes how often the answers agree."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sweep", choices=sorted(SWEEPS), default="quickstart")
+    parser.add_argument("--sweep", choices=CHOICES, default="quickstart")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     runs = []
     for index in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="versatil-repro-") as directory:
-            result = one_run(args.sweep, Path(directory))
+            workdir = Path(directory)
+            if args.sweep == "two-sweeps":
+                (workdir / "a").mkdir()
+                (workdir / "b").mkdir()
+                result = two_sweeps(workdir)
+            else:
+                result = one_run(args.sweep, workdir)
         runs.append(result)
         print(f"run {index + 1}: {result['answer']} ({result['wall_s']} s)", flush=True)
     counts = collections.Counter(r["answer"] for r in runs)
