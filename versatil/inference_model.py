@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 import mlflow
+import numpy as np
 from mlflow.pyfunc import PythonModel
 
 __all__ = ["CHECKPOINT_ARTIFACT", "DEFAULT_DEVICE", "CheckpointModel"]
@@ -66,10 +67,12 @@ class CheckpointModel(PythonModel):
             context.artifacts[CHECKPOINT_ARTIFACT], device=device, settings=settings
         )
 
-    def predict(self, context, model_input, params=None):
+    def predict(self, context, model_input: np.ndarray, params=None):
         """The module's eval forward on ``model_input``, as numpy.
 
-        No type hints: MLflow would read an input schema from them.
+        Typed as an array, the common case: MLflow reads no schema from that hint (it would
+        from most others), so the signature stays the one inferred from the logged input
+        example, and MLflow does not advise adding hints.
 
         Args:
             context: MLflow's context (unused: :meth:`load_context` kept the model).

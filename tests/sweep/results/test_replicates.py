@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from versatil.stats import paired_difference_ci
 from versatil.sweep.engine.runner import run_sweep
 from versatil.sweep.tracking import child_runs
 
@@ -68,3 +69,38 @@ def test_replicates_seed_group_and_summarise(ray_cluster, mlflow_server, sweep_c
             epochs = client.get_metric_history(run.info.run_id, "epoch_time_s")
             assert seconds is not None and 0 < seconds <= sum(m.value for m in epochs) + 1e-9
     assert any("time_to_target_s" in r.data.metrics for r in groups["32/lr=0.01"])
+
+
+def test_seeds_pair_across_settings_and_equal_objectives_give_a_zero_interval(
+    ray_cluster, sweep_config
+):
+    """Replicate k of every setting trains with seed k: the change is over per-seed pairs.
+
+    matmul precision ``high`` leaves a CPU's float32 matmuls as they are, so on a CPU
+    where it does, each seed's two trials reach the same val_loss and the change is
+    exactly 0 ± 0; wherever it does not, the interval is still the paired one.
+    """
+    config = sweep_config(
+        name="paired-seeds",
+        space={"matmul_precision": ["highest", "high"], "lr": 0.01},
+        replicates=2,
+        trainer={"max_epochs": 1, "accelerator": "cpu", "seed": 5},
+    )
+    outcome = run_sweep(config, stream=io.StringIO())
+    assert {r.status for r in outcome.rows} == {"completed"}
+    by_seed = {}
+    for row in outcome.rows:
+        by_seed.setdefault(row.axes["seed"], {})[row.axes["matmul_precision"]] = row.objective
+    assert sorted(by_seed) == [5, 6]
+    differences = [s["high"] - s["highest"] for s in by_seed.values()]
+    reference = statistics.fmean(s["highest"] for s in by_seed.values())
+    (high,) = [s for s in outcome.judgement.verdict.settings if s.setting[2] == "high"]
+    assert high.paired and high.seeds == 2
+    expected = paired_difference_ci(
+        [s["high"] for s in by_seed.values()], [s["highest"] for s in by_seed.values()]
+    )
+    assert high.change.value == pytest.approx(expected.value / abs(reference), abs=1e-12)
+    assert high.change.low == pytest.approx(expected.low / abs(reference), abs=1e-12)
+    if all(d == 0 for d in differences):
+        assert (high.change.low, high.change.value, high.change.high) == (0.0, 0.0, 0.0)
+        assert high.objective_call == "no worse"

@@ -205,12 +205,7 @@ def make_verdict(
         best = _best_configuration(group, mode)
         found = objective_change(best, ref_best)
         judged, needed = objective_call(found, mode, tolerance)
-        if setting == reference:
-            timed = speed[setting] is not None or bool(confirmed)  # re-timed: in the rounds
-            speedup = Estimate(1.0, 1.0, 1.0, 1) if timed else None
-            call, rounds = "reference", 0
-        else:
-            speedup, call, rounds = _speed_call(group, groups[reference], confirmed, setting)
+        speedup, call, rounds = _against_reference(setting, reference, groups, speed, confirmed)
         results.append(
             SettingResult(
                 label=setting_label(*setting, show_matmul=show_matmul),
@@ -311,6 +306,24 @@ def _reference(
     if wanted is not None and wanted in groups:
         return wanted, False
     return min(groups, key=lambda s: (_slowness(speed[s], groups[s]), s)), False
+
+
+def _against_reference(
+    setting: Setting,
+    reference: Setting,
+    groups: Mapping[Setting, Sequence[TrialRow]],
+    speed: Mapping[Setting, Estimate | None],
+    confirmed: Mapping[Setting, Estimate] | None,
+) -> tuple[Estimate | None, str, int]:
+    """A setting's speedup over the reference, its call and its rounds (the reference: 1x).
+
+    The reference's speedup is 1 when it was timed, by its trials or by the re-timing's
+    rounds; else ``None``.
+    """
+    if setting != reference:
+        return _speed_call(groups[setting], groups[reference], confirmed, setting)
+    timed = speed[setting] is not None or bool(confirmed)
+    return (Estimate(1.0, 1.0, 1.0, 1) if timed else None), "reference", 0
 
 
 def _speed_call(

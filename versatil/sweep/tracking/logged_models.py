@@ -191,21 +191,15 @@ def _tracking_uri(uri: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _quiet_model_logging() -> Iterator[None]:
-    """MLflow's advice and progress while a model is logged, left off the sweep's console.
+    """MLflow's note that it validates the input example, left off the sweep's console.
 
-    The model's signature comes from its input example, so MLflow's advice to add type
-    hints to ``predict`` and its note that it validates the example say nothing to act on.
+    The signature is inferred from that example, so the check says nothing to act on.
     """
-    import warnings
-
     pyfunc_log = logging.getLogger("mlflow.pyfunc")
     level = pyfunc_log.level
     pyfunc_log.setLevel(logging.WARNING)
     try:
-        with warnings.catch_warnings():
-            hint = ".*Add type hints to the `predict` method"  # MLflow colours it
-            warnings.filterwarnings("ignore", message=hint, category=UserWarning)
-            yield
+        yield
     finally:
         pyfunc_log.setLevel(level)
 
