@@ -191,13 +191,15 @@ def _tracking_uri(uri: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _quiet_model_logging() -> Iterator[None]:
-    """MLflow's note that it validates the input example, left off the sweep's console.
+    """MLflow's notes on the model's signature, left off the sweep's console.
 
-    The signature is inferred from that example, so the check says nothing to act on.
+    The signature is the one this module gives (from the checkpoint's input example), or
+    none when the checkpoint has no example (the worker said why): MLflow's notes that it
+    validates the example, or that it cannot infer a signature, say nothing to act on.
     """
     pyfunc_log = logging.getLogger("mlflow.pyfunc")
     level = pyfunc_log.level
-    pyfunc_log.setLevel(logging.WARNING)
+    pyfunc_log.setLevel(logging.ERROR)
     try:
         yield
     finally:
