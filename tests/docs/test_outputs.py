@@ -5,6 +5,8 @@
 - Every file an output keeps (a sweep's plot) is in ``docs/`` and shown by a page that
   includes that output, and every file a command needs from a page exists there.
 - A page that includes outputs quotes no trial id its outputs do not hold.
+- A page that quotes an output it does not include (``QUOTES``) quotes, in its prose, only
+  trial ids, speedups, intervals and count lines that output (or one it includes) holds.
 - No page pastes a console session (a ``$`` command followed by its output).
 - ``regenerate()`` itself, on small ``python -c`` commands: the setup runs first in the same
   directory, the files a page shows are written there, kept files are copied, and an exit
@@ -24,6 +26,19 @@ from tests.docs.test_tutorial import HEADER, INCLUDE, prose, regenerate
 DOCS = ROOT / "docs"
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
 TRIAL_ID = re.compile(r"\b[0-9a-f]{5}_\d{5}\b")
+# What a page's prose quotes of a run: trial ids, speedups (``0.97x``), intervals
+# (``0.92-0.99``) and count lines (``16 trials in 28.4s: 12 completed, 4 infeasible``).
+QUOTED = (
+    TRIAL_ID,
+    re.compile(r"(?<![\w.])\d+\.\d+x\b"),
+    re.compile(r"(?<![\w.-])\d+\.\d+-\d+\.\d+(?![\d.])"),
+    re.compile(r"\b\d+ trials in \d+(?:\.\d+)?s(?::[^`\n]*)?"),
+)
+# The outputs a page quotes without including them, by page.
+QUOTES = {
+    "concepts.md": ("quickstart",),
+    "faq.md": ("quickstart",),
+}
 ABOUT = "2 CPUs (Some CPU), Linux x86_64, torch 2.13.0+cpu, no GPU"
 
 
@@ -86,6 +101,41 @@ def test_the_prose_quotes_only_trial_ids_of_its_outputs(page):
     quoted = set(TRIAL_ID.findall(prose(page.read_text(encoding="utf-8"))))
     missing = sorted(trial for trial in quoted if trial not in text)
     assert not missing, f"{page.name} quotes trial ids its outputs do not hold: {missing}"
+
+
+def stale_quotes(page: str, outputs: str) -> list[str]:
+    """The values the page's prose quotes of a run that the outputs' text does not hold."""
+    quoted = {value for pattern in QUOTED for value in pattern.findall(prose(page))}
+    return sorted(value for value in quoted if value not in outputs)
+
+
+@pytest.mark.parametrize("name", sorted(QUOTES))
+def test_the_prose_quotes_only_what_its_outputs_printed(name):
+    page = DOCS / name
+    names = [*QUOTES[name], *includes().get(page, [])]
+    outputs = "".join(BY_NAME[output].path.read_text(encoding="utf-8") for output in names)
+    text = page.read_text(encoding="utf-8")
+    assert any(pattern.search(prose(text)) for pattern in QUOTED), f"{name} quotes nothing"
+    stale = stale_quotes(text, outputs)
+    assert not stale, (
+        f"docs/{name} quotes {stale}, which {', '.join(names)} do not hold: "
+        "after `python docs/regenerate.py`, quote the new run"
+    )
+
+
+def test_a_stale_quote_is_found_and_a_fenced_one_is_not():
+    outputs = "c5eaa_00008 0.97x 0.92-0.99\n16 trials in 28.4s: 12 completed, 4 infeasible\n"
+    page = (
+        "Trial `c5eaa_00008` reads `0.97x` with `0.92-0.99`, not `0.92x` with `0.83-0.95`;\n"
+        "`16 trials in 45.4s: 12 completed, 4 infeasible`, `16 trials in 28.4s`, `93bc3_00008`.\n"
+        "```text\n0.57x 0.43-1.04 ab12c_00001\n```\n"
+    )
+    assert stale_quotes(page, outputs) == [
+        "0.83-0.95",
+        "0.92x",
+        "16 trials in 45.4s: 12 completed, 4 infeasible",
+        "93bc3_00008",
+    ]
 
 
 def pasted_sessions(page: Path) -> list[int]:

@@ -114,7 +114,7 @@ def test_the_sweep_output_holds_the_whole_answer():
     for pattern in (
         r"^confirm: re-timing \d+ settings",
         r"^\s+trial\s+precision\s+compile_mode\s+lr\s+val_acc\s",
-        r"^\* best trial, P other trials on the Pareto front",
+        r"^\* the recommended trial, P other trials on the Pareto front",
         r"^ceiling of cpu",
         r"^setting\s+samples_per_sec\s",
         r"Recommended: .+\(trial [0-9a-f]{5}_\d{5}\)\.$",
