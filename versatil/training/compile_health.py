@@ -110,23 +110,18 @@ def read_compile_counts() -> CompileCounts:
     )
 
 
-class CudaGraphRecordings:
-    """Counts the CUDA graphs inductor records while installed (see :meth:`install`).
+class _StartCallback:
+    """Dynamo's compile-start callback, installed and removed by the instance.
 
-    CUDA graph trees record a graph after warm-up runs, at run time; each recording runs
-    dynamo's compile-start callbacks with ``CallbackTrigger.CUDAGRAPH_RECORDING``.
-    ``torch._dynamo.reset()`` clears every callback, so install after it.
+    ``torch._dynamo.reset()`` clears every callback, so install after it. Subclasses
+    define ``_on_start(args)``.
     """
 
     def __init__(self) -> None:
-        self.count = 0
         self._installed = False
 
     def _on_start(self, args: Any) -> None:
-        from torch._dynamo.callback import CallbackTrigger
-
-        if getattr(args, "callback_trigger", None) is CallbackTrigger.CUDAGRAPH_RECORDING:
-            self.count += 1
+        raise NotImplementedError
 
     def install(self) -> None:
         """Starts counting (idempotent)."""
@@ -146,7 +141,26 @@ class CudaGraphRecordings:
             self._installed = False
 
 
-class CompileActivity:
+class CudaGraphRecordings(_StartCallback):
+    """Counts the CUDA graphs inductor records while installed (see :meth:`install`).
+
+    CUDA graph trees record a graph after warm-up runs, at run time; each recording runs
+    dynamo's compile-start callbacks with ``CallbackTrigger.CUDAGRAPH_RECORDING``.
+    ``torch._dynamo.reset()`` clears every callback, so install after it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def _on_start(self, args: Any) -> None:
+        from torch._dynamo.callback import CallbackTrigger
+
+        if getattr(args, "callback_trigger", None) is CallbackTrigger.CUDAGRAPH_RECORDING:
+            self.count += 1
+
+
+class CompileActivity(_StartCallback):
     """Tells whether dynamo compiled between two reads of :meth:`marker`.
 
     Counts dynamo's compile-start callbacks while installed (see :meth:`install`), and
@@ -155,28 +169,11 @@ class CompileActivity:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.starts = 0
-        self._installed = False
 
     def _on_start(self, args: Any) -> None:
         self.starts += 1
-
-    def install(self) -> None:
-        """Starts counting compile starts (idempotent); install after any dynamo reset."""
-        from torch._dynamo.callback import callback_handler
-
-        if not self._installed:
-            callback_handler.register_start_callback(self._on_start)
-            self._installed = True
-
-    def remove(self) -> None:
-        """Stops counting; harmless when already removed (or cleared by a reset)."""
-        from torch._dynamo.callback import callback_handler
-
-        if self._installed:
-            with contextlib.suppress(ValueError):
-                callback_handler.remove_start_callback(self._on_start)
-            self._installed = False
 
     def marker(self) -> tuple[int, int]:
         """A value that changes whenever dynamo compiles: compare two reads of it."""
