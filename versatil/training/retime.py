@@ -11,6 +11,11 @@ the batches after a few warm-up steps, CUDA synchronised after each. Round 0 war
 
 Two contenders' speed ratio is then measured once per round, each round's shared noise
 cancelled; :func:`versatil.stats.ratio_ci` turns the rounds into a median with its interval.
+
+:func:`screen` runs the same rounds from initial weights instead of checkpoints: every
+contender built from its task with the same seed, so all start from the same weights. It
+asks after each round which contenders are out (they train no more rounds) and whether to
+stop: the race's screen.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import dataclasses
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +40,11 @@ from versatil.training.metrics import count_samples
 from versatil.training.spec import DeviceInfo
 from versatil.training.tasks import build_task
 
-__all__ = ["Retimed", "retime"]
+__all__ = ["AfterRound", "Retimed", "retime", "screen"]
+
+AfterRound = Callable[[Mapping[str, Sequence[float]]], tuple[Collection[str], bool]]
+"""Called after each counted round with every contender's rates so far: the contenders
+out now (they train no more rounds), and whether to stop."""
 
 _QUIET = (
     r".*does not have many workers.*",
@@ -57,6 +66,10 @@ class Retimed:
         warmup_steps: Steps each fit trained before the timing started.
         device: The device they trained on.
         torch_threads: The threads torch computed with.
+        warmup_s: Per contender, the warm-up round's seconds (compiling included), timed
+            apart from the counted rounds.
+        dropped: The contenders taken out after a round, with the rounds they ran.
+        wall_s: The whole re-timing's seconds, building and warm-up included.
     """
 
     labels: list[str]
@@ -66,6 +79,9 @@ class Retimed:
     warmup_steps: int
     device: str
     torch_threads: int
+    warmup_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    dropped: dict[str, int] = dataclasses.field(default_factory=dict)
+    wall_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (the ``confirm.json`` artifact)."""
@@ -123,6 +139,19 @@ def _build(label: str, directory: Path) -> _Contender:
     return _Contender(label, config, model, built["datamodule"])
 
 
+def _build_initial(label: str, config: Any) -> _Contender:
+    """A contender from its task's initial weights: the same seed, the same weights."""
+    L.seed_everything(config.seed, workers=True, verbose=False)
+    built: dict[str, Any] = {}
+
+    def build_model() -> L.LightningModule:
+        model, built["datamodule"] = build_task(config.task, config.params)
+        return model
+
+    model = apply_settings(config.settings, build_model)
+    return _Contender(label, config, model, built["datamodule"])
+
+
 def _fit(contender: _Contender, steps: int, warmup: int, round_seed: int) -> _RoundTimer:
     """Trains ``warmup + steps`` steps of one contender; returns their timing."""
     settings = contender.config.settings
@@ -166,24 +195,86 @@ def retime(
     """
     if len(contenders) < 2:
         raise ValueError("retime needs at least two contenders")
+    start = time.perf_counter()
     reset_process_state(seed)  # once: resetting dynamo later would drop the compiled code
     built = [_build(label, Path(directory)) for label, directory in contenders]
+    return _rounds(built, rounds, round_s, warmup_steps, max_steps, seed, None, start)
+
+
+def screen(
+    contenders: Sequence[tuple[str, Any]],
+    *,
+    rounds: int = 12,
+    round_s: float = 0.5,
+    warmup_steps: int = 2,
+    max_steps: int = 5000,
+    seed: int = 0,
+    after_round: AfterRound | None = None,
+) -> Retimed:
+    """Times contenders from their initial weights in paired, interleaved rounds.
+
+    Each contender is built from its task with its config's seed (the same for all, so
+    the same initial weights), its settings applied; then the rounds run as in
+    :func:`retime`, and after each one ``after_round`` says which contenders are out and
+    whether to stop.
+
+    Args:
+        contenders: ``(label, TrainConfig)`` of each, the reference first.
+        rounds: At most this many counted rounds.
+        round_s: As :func:`retime`'s.
+        warmup_steps: As :func:`retime`'s.
+        max_steps: As :func:`retime`'s.
+        seed: Seeds the process before the contenders are built.
+        after_round: Takes every contender's rates so far; gives the contenders out now
+            and whether to stop. ``None``: every round runs, nobody is out.
+    """
+    if len(contenders) < 2:
+        raise ValueError("screen needs at least two contenders")
+    start = time.perf_counter()
+    reset_process_state(seed)
+    built = [_build_initial(label, config) for label, config in contenders]
+    return _rounds(built, rounds, round_s, warmup_steps, max_steps, seed, after_round, start)
+
+
+def _rounds(
+    built: list[_Contender],
+    rounds: int,
+    round_s: float,
+    warmup_steps: int,
+    max_steps: int,
+    seed: int,
+    after_round: AfterRound | None,
+    start: float,
+) -> Retimed:
+    """The warm-up round, then up to ``rounds`` counted ones; see :func:`retime`."""
     # Warm-up round: compiles, fills caches, and calibrates the number of steps.
     probe = 3
     slowest = 0.0
+    warmup_s = {}
     for contender in built:
+        began = time.perf_counter()
         timer = _fit(contender, probe, warmup_steps, seed)
+        warmup_s[contender.label] = time.perf_counter() - began
         slowest = max(slowest, timer.seconds / probe)
     steps = max_steps if slowest == 0 else min(max_steps, max(3, math.ceil(round_s / slowest)))
     samples: dict[str, list[float]] = {c.label: [] for c in built}
-    orders = []
+    orders, dropped = [], {}
+    racing = list(built)
     for index in range(rounds):
-        order = built if index % 2 == 0 else built[::-1]
+        order = racing if index % 2 == 0 else racing[::-1]
         orders.append([c.label for c in order])
         for contender in order:
             timer = _fit(contender, steps, warmup_steps, seed + 1 + index)
             rate = timer.samples / timer.seconds if timer.seconds > 0 else math.nan
             samples[contender.label].append(rate)
+        if after_round is None:
+            continue
+        out, stop = after_round(samples)
+        for label in out:
+            dropped.setdefault(label, index + 1)
+        racing = [c for c in racing if c.label not in dropped]
+        if stop or len(racing) < 2:
+            break
     device = DeviceInfo.detect(built[0].config.accelerator)
     return Retimed(
         labels=[c.label for c in built],
@@ -193,4 +284,7 @@ def retime(
         warmup_steps=warmup_steps,
         device=device.name,
         torch_threads=torch.get_num_threads(),
+        warmup_s=warmup_s,
+        dropped=dropped,
+        wall_s=time.perf_counter() - start,
     )

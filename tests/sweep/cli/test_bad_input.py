@@ -158,7 +158,9 @@ BAD_VALUES = [
     ("scheduler.metric", st.one_of(words, not_a_string)),
     (
         "search.algorithm",
-        st.one_of(words.filter(lambda w: w not in ("grid", "random", "optuna")), containers),
+        st.one_of(
+            words.filter(lambda w: w not in ("grid", "random", "optuna", "race")), containers
+        ),
     ),
     ("search.num_samples", st.one_of(not_an_int, st.integers(-(10**6), 0), st.integers(10_001))),
     ("search.seed", st.one_of(not_a_number, huge)),

@@ -100,7 +100,8 @@ def test_every_problem_is_reported_at_once():
         "space.compile_mode: 'fast' is not a CompileMode valid for training; choose from none, "
         "default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs",
         "space.lr: loguniform needs low > 0; got [0.0, 1.0]",
-        "search.algorithm: 'bayes' is invalid: Input should be 'grid', 'random' or 'optuna'",
+        "search.algorithm: 'bayes' is invalid: Input should be 'grid', 'random', 'optuna' or "
+        "'race'",
         "trainer.max_epochs: 'three' is invalid: Input should be a valid integer",
         "colour: unknown field; valid fields: name, task, objective, space,",
     ):

@@ -187,7 +187,7 @@ def _sweep_report(config: SweepConfig, outcome: Any) -> SweepReport:
             tracking.parent_run_id,
             outcome.judgement,  # the end's own: the verdict is not made again
         )
-    return SweepReport(
+    report = SweepReport(
         tracking,
         config.objective.mode,
         outcome.rows,
@@ -197,6 +197,8 @@ def _sweep_report(config: SweepConfig, outcome: Any) -> SweepReport:
         outcome.judgement.verdict.target if outcome.judgement else None,
         outcome.judgement,
     )
+    report.race, report.compute = outcome.race, outcome.compute
+    return report
 
 
 def _print_report(config: SweepConfig, outcome: Any, out: TextIO) -> list[Any]:

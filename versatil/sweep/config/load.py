@@ -97,7 +97,7 @@ def check_limits(config: SweepConfig, source: str = "sweep") -> None:
     samples = config.search.num_samples
     combos = 1
     for name, axis in config.space.items():
-        if name in ENUM_AXES and config.search.algorithm == "grid":
+        if name in ENUM_AXES and config.search.crosses_settings:
             combos *= len(axis)
         elif is_grid(axis):
             combos *= len(axis.args)

@@ -133,9 +133,38 @@ class SweepConfig(pydantic.BaseModel):
             )
         if self.resources.workers_per_trial > 1 and self.scheduler.type == "pbt":
             errors.append("resources.workers_per_trial: PBT runs single-worker trials; use 1")
+        if self.search.algorithm == "race":
+            errors += self._race_errors()
         if errors:
             raise ValueError("; ".join(errors))
         return self
+
+    def _race_errors(self) -> list[str]:
+        """A race screens settings and recommends on one objective, with trials it orders."""
+        errors = []
+        settings = [n for n in ENUM_AXES if n in self.space and len(self.space[n]) > 1]
+        if not settings:
+            errors.append(
+                "search.algorithm: 'race' screens settings against each other, and the space "
+                "holds one setting; list two or more values of precision, compile_mode or "
+                "matmul_precision, or use algorithm grid"
+            )
+        if self.objective.is_multi:
+            errors.append(
+                "search.algorithm: 'race' stops at the first setting faster and no worse on "
+                "one objective, and the sweep has several; use one objective, or algorithm grid"
+            )
+        if self.scheduler.type == "pbt":
+            errors.append(
+                "search.algorithm: 'race' trains each setting's own trials in speed order, "
+                "which PBT's exploits would mix; use scheduler fifo or asha"
+            )
+        if self.resources.workers_per_trial > 1:
+            errors.append(
+                "search.algorithm: 'race' screens on one device, and resources."
+                "workers_per_trial is more than 1; use 1, or algorithm grid"
+            )
+        return errors
 
     def _scheduler_metric_errors(self) -> list[str]:
         """``scheduler.metric`` must be one of the objectives, for a scheduler that uses one."""

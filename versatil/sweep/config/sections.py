@@ -19,6 +19,7 @@ __all__ = [
     "ConfirmSection",
     "MlflowSection",
     "ObjectiveSection",
+    "RaceSection",
     "ResourcesSection",
     "SchedulerSection",
     "SearchSection",
@@ -124,18 +125,49 @@ class ObjectiveSection(pydantic.BaseModel):
         return len(self.objectives) > 1
 
 
+class RaceSection(pydantic.BaseModel):
+    """``search.algorithm: race``: the screen's rounds and its elimination rule."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    alpha: float = pydantic.Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="Family-wise error of the screen: the chance of eliminating any setting "
+        "that is not slower than the reference.",
+    )
+    rounds: int = pydantic.Field(
+        12, ge=2, le=200, description="At most this many screen rounds counted per setting."
+    )
+    round_s: float = pydantic.Field(
+        0.5, gt=0, le=60, description="Least seconds of timed training per setting per round."
+    )
+
+
 class SearchSection(pydantic.BaseModel):
     """How trials are drawn from the space."""
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
-    algorithm: Literal["grid", "random", "optuna"] = pydantic.Field(
-        "grid", description="grid: the full cross product; random; optuna: TPE."
+    algorithm: Literal["grid", "random", "optuna", "race"] = pydantic.Field(
+        "grid",
+        description="grid: the full cross product; random; optuna: TPE; race: the grid's "
+        "settings screened for speed from initial weights, then trained fastest first until "
+        "one is faster and no worse.",
     )
     num_samples: int = pydantic.Field(
         1, ge=1, description="Trials to sample (random, optuna), or repeats of the grid."
     )
     seed: int | None = pydantic.Field(0, description="Seed of the search algorithm.")
+    race: RaceSection = pydantic.Field(
+        default_factory=RaceSection, description="race: the screen (see RaceSection)."
+    )
+
+    @property
+    def crosses_settings(self) -> bool:
+        """Whether every combination of the settings axes is a trial (grid, race)."""
+        return self.algorithm in ("grid", "race")
 
 
 class SchedulerSection(pydantic.BaseModel):

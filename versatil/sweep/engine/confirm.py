@@ -12,6 +12,7 @@ decides the verdict and is logged to MLflow.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -89,7 +90,8 @@ def confirm_candidates(
 
     Returns:
         ``contenders`` (every candidate, the reference first), ``groups`` (each group's
-        rounds: :class:`~versatil.training.retime.Retimed` as plain values).
+        rounds: :class:`~versatil.training.retime.Retimed` as plain values), ``wall_s``
+        (the task's seconds, start to end).
     """
     import ray
 
@@ -100,8 +102,10 @@ def confirm_candidates(
     task = ray.remote(**retime_resources(config), max_retries=0)(_retime_task)
     options = {"rounds": section.rounds, "round_s": section.round_s, "seed": config.trainer.seed}
     refs = [[(c.label, checkpoint_ref(c.checkpoint)) for c in group] for group in grouped]
+    start = time.perf_counter()
     rounds = ray.get(task.remote(refs, options))
-    return {"contenders": [c.as_dict() for c in found], **rounds}
+    wall_s = time.perf_counter() - start
+    return {"contenders": [c.as_dict() for c in found], **rounds, "wall_s": wall_s}
 
 
 def confirm_or_explain(

@@ -20,10 +20,13 @@ from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.engine.conclude import conclude, sweep_reference
 from versatil.sweep.engine.confirm import confirm_or_explain, plan
 from versatil.sweep.engine.prepare import Prepared
+from versatil.sweep.engine.race import read_screen
 from versatil.sweep.engine.resume import mark_ended
 from versatil.sweep.engine.tracker import SweepEnd, sweep_end
+from versatil.sweep.engine.tune_objects import planned_trials
 from versatil.sweep.results.confirmation import Candidate
 from versatil.sweep.results.judgement import Judgement, judge
+from versatil.sweep.results.race import compute_summary, race_summary
 from versatil.sweep.results.records import TrialRecord, axes_of, read_trials
 from versatil.sweep.results.rows import TrialRow, make_row
 from versatil.sweep.storage import Storage
@@ -52,6 +55,10 @@ class Concluded:
         confirmation: The re-timing's rounds, when the candidates were re-timed.
         missing: The first row whose module did not log the objective, else ``None``:
             the sweep stopped there.
+        race: A race's screen and the settings it did not train
+            (:func:`~versatil.sweep.results.race.race_summary`).
+        compute: The sweep's device-seconds by phase
+            (:func:`~versatil.sweep.results.race.compute_summary`).
     """
 
     rows: list[TrialRow]
@@ -59,10 +66,12 @@ class Concluded:
     records: list[TrialRecord]
     confirmation: dict[str, Any] | None = None
     missing: TrialRow | None = None
+    race: dict[str, Any] | None = None
+    compute: dict[str, Any] | None = None
 
     def end(self) -> SweepEnd:
         """What MLflow records of this end: the verdict, tags, the re-timing's rounds."""
-        return sweep_end(self.rows, self.judgement, self.confirmation)
+        return sweep_end(self.rows, self.judgement, self.confirmation, self.race, self.compute)
 
 
 Retime = Callable[[list[Candidate]], "dict[str, Any] | None"]
@@ -118,7 +127,24 @@ def conclude_trials(
     def retime(found: list[Candidate]) -> dict[str, Any] | None:
         return confirm_or_explain(config, found, stream or sys.stdout)
 
-    return judge_end(config, rows, records, retime, missing)
+    concluded = judge_end(config, rows, records, retime, missing)
+    screen = read_screen(prepared.experiment_dir) if config.search.algorithm == "race" else None
+    race = race_summary(screen, concluded.rows) if screen is not None else None
+    compute = compute_summary(
+        concluded.rows,
+        _devices_per_trial(config),
+        planned_trials(config),
+        screen,
+        concluded.confirmation,
+    )
+    return dataclasses.replace(concluded, race=race, compute=compute)
+
+
+def _devices_per_trial(config: SweepConfig) -> float:
+    """The devices one trial holds: its GPUs (all its workers'), or one CPU device."""
+    resources = config.resources
+    gpus = resources.gpus_for(config.trainer.accelerator) * resources.workers_per_trial
+    return gpus if gpus > 0 else 1.0
 
 
 def end_sweep(

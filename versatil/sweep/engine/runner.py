@@ -10,7 +10,10 @@ Nothing here imports torch or Lightning; the trials do, in their (reused) worker
 2. **track**: the sweep's MLflow run opens in a thread, while Ray starts.
 3. **connect** (:mod:`~versatil.sweep.engine.shipping`): join the cluster (or start a
    local Ray) with the task's code.
-4. **train** (:mod:`~versatil.sweep.engine.train`): the trials, as one Tune fit.
+4. **train** (:mod:`~versatil.sweep.engine.train`): the trials, as one Tune fit. A race
+   (``search.algorithm: race``) screens the settings first
+   (:mod:`~versatil.sweep.engine.race`), and its searcher trains them fastest first
+   until one is faster and no worse (:mod:`~versatil.sweep.engine.race_search`).
 5. **conclude** (:mod:`~versatil.sweep.engine.ending`): one row per trial, the verdict,
    and the re-timing of the settings in contention, which decides it.
 6. **end**: Ray released (if asked), the end logged to MLflow, the run marked ended.
@@ -38,6 +41,7 @@ from versatil.sweep.engine.ending import (
     sync_command,
 )
 from versatil.sweep.engine.prepare import embedded_store, open_tracking, prepare
+from versatil.sweep.engine.race import run_screen
 from versatil.sweep.engine.shipping import connect_with
 from versatil.sweep.engine.tracker import make_tracker
 from versatil.sweep.engine.train import train
@@ -76,6 +80,9 @@ class SweepOutcome:
         releasing_ray: The thread shutting Ray down (``run_sweep(release_ray=True)``);
             join it before the process ends.
         confirmation: The re-timing's rounds, when the candidates were re-timed.
+        storage: The storage path, when it is on object storage.
+        race: A race's screen and the settings it did not train.
+        compute: The sweep's device-seconds by phase.
     """
 
     experiment_dir: Path
@@ -88,6 +95,8 @@ class SweepOutcome:
     releasing_ray: threading.Thread | None = None
     confirmation: dict[str, Any] | None = None
     storage: Storage | None = None
+    race: dict[str, Any] | None = None
+    compute: dict[str, Any] | None = None
 
     @property
     def where(self) -> str:
@@ -156,8 +165,11 @@ def run_sweep(
     connect_with(prepared.shipment, address, stream or sys.stdout)
     storage, name = prepared.storage, prepared.name
     tracker = make_tracker(opening, config, functools.partial(_records_now, storage, name))
-    # 4. train: every trial, or the rest of them when resuming.
-    results = train(config, prepared, tracker, callbacks, stream, on_start)
+    # 4. train: every trial, or the rest of them when resuming. A race screens first.
+    screen = None
+    if config.search.algorithm == "race":
+        screen = run_screen(config, prepared, stream or sys.stdout)
+    results = train(config, prepared, tracker, callbacks, stream, on_start, screen)
     # 5. conclude: rows from Tune's records, judged; the re-timing decides the verdict.
     concluded = conclude_trials(config, prepared, results, stream)
     # 6. end: nothing below needs Ray, so it may go first (Tune's objects before it).
@@ -177,6 +189,8 @@ def run_sweep(
         releasing_ray=releasing,
         confirmation=concluded.confirmation,
         storage=storage if storage.remote else None,
+        race=concluded.race,
+        compute=concluded.compute,
     )
 
 

@@ -54,7 +54,7 @@ def build_param_space(config: SweepConfig) -> dict[str, Any]:
     space: dict[str, Any] = {}
     for name, axis in config.space.items():
         if name in ENUM_AXES:
-            grid = config.search.algorithm == "grid"
+            grid = config.search.crosses_settings
             space[name] = tune.grid_search(axis) if grid else tune.choice(axis)
         elif isinstance(axis, NumericAxis):
             space[name] = numeric_domain(axis)
@@ -75,7 +75,7 @@ def describe_axis(axis: Any) -> str:
 
 def _grid_axes(config: SweepConfig) -> dict[str, list[Any]]:
     """The axes a sweep grid-searches, with their values, in sweep-file order."""
-    grid = config.search.algorithm == "grid"
+    grid = config.search.crosses_settings
     axes: dict[str, list[Any]] = {}
     for name, axis in config.space.items():
         if name in ENUM_AXES and grid:
@@ -113,7 +113,7 @@ def expand_trials(config: SweepConfig, draw: bool = False) -> list[dict[str, Any
     indicative. With replicates, every trial is repeated once per seed, all the first
     seed's trials first.
     """
-    grid = config.search.algorithm == "grid"
+    grid = config.search.crosses_settings
     draw = draw or config.replicates > 1  # replicates: the draws made here are the trials
     rng = random.Random(config.search.seed)
     points = grid_points(config) if grid else _tune_order(_grid_axes(config))
@@ -154,7 +154,7 @@ def reference_point(config: SweepConfig) -> dict[str, Any] | None:
     ``None`` for a grid sweep (it trains every setting), and for a space of one setting
     (every trial is then the reference).
     """
-    if config.search.algorithm == "grid" or not compares_settings(config):
+    if config.search.crosses_settings or not compares_settings(config):
         return None
     point: dict[str, Any] = dict(reference_settings(config))
     for name, axis in config.space.items():

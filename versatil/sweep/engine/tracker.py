@@ -19,6 +19,7 @@ from versatil.sweep.config.trial import train_config_for
 from versatil.sweep.results.confirmation import round_metrics
 from versatil.sweep.results.hardware import CEILINGS_ARTIFACT, ceiling_metrics, ceilings_of
 from versatil.sweep.results.judgement import Judgement, summary_text
+from versatil.sweep.results.race import compute_text, race_text, screen_metrics
 from versatil.sweep.results.records import TrialRecord
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.results.target import TIME_TO_TARGET, target_tags
@@ -27,7 +28,7 @@ from versatil.sweep.tracking import SweepEnd, SweepTracker, TrackingContext, bac
 from versatil.sweep.tracking.registry import FASTEST_ALIAS, MOST_ACCURATE_ALIAS
 from versatil.sweep.vocab import tags
 from versatil.sweep.vocab.direction import Direction
-from versatil.sweep.vocab.names import CONFIRM_ARTIFACT
+from versatil.sweep.vocab.names import COMPUTE_ARTIFACT, CONFIRM_ARTIFACT, RACE_ARTIFACT
 
 __all__ = ["make_tracker", "pareto_aliases", "recommended_tags", "sweep_end", "version_tags"]
 
@@ -55,12 +56,18 @@ def make_tracker(
 
 
 def sweep_end(
-    rows: Sequence[TrialRow], judgement: Judgement, confirmation: Mapping[str, Any] | None = None
+    rows: Sequence[TrialRow],
+    judgement: Judgement,
+    confirmation: Mapping[str, Any] | None = None,
+    race: Mapping[str, Any] | None = None,
+    compute: Mapping[str, Any] | None = None,
 ) -> SweepEnd:
     """The end of a sweep whose ``rows`` were judged as ``judgement``.
 
     With a ``confirmation`` (the re-timing's rounds), the rounds go to the parent run (a
-    document and per-candidate series) and to each candidate's run.
+    document and per-candidate series) and to each candidate's run. A race's screen and
+    the sweep's compute go to the parent run as documents (and the screen's speedups as
+    metrics).
     """
     parent_metrics: dict[str, list[float]] = {}
     child_metrics: dict[str, dict[str, list[float]]] = {}
@@ -68,6 +75,11 @@ def sweep_end(
     if confirmation:
         parent_metrics, child_metrics = round_metrics(confirmation)
         documents[CONFIRM_ARTIFACT] = dict(confirmation)
+    if race:
+        documents[RACE_ARTIFACT] = dict(race)
+        parent_metrics.update(screen_metrics(race))
+    if compute:
+        documents[COMPUTE_ARTIFACT] = dict(compute)
     ceilings = ceilings_of(rows)
     if ceilings:
         documents[CEILINGS_ARTIFACT] = {"ceilings": ceilings}
@@ -89,9 +101,10 @@ def sweep_end(
     if judgement.verdict.target is not None:
         parent_tags[tags.TARGET] = repr(judgement.verdict.target)
     aliases = pareto_aliases(judgement.verdict)
+    sections = [race_text(race) if race else "", compute_text(compute) if compute else ""]
     return SweepEnd(
         best=judgement.best,
-        summary=summary_text(rows, judgement),
+        summary=summary_text(rows, judgement, sections),
         child_tags=child_tags,
         parent_tags=parent_tags,
         parent_metrics=parent_metrics,

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.engine.console import ProgressPrinter, tune_console_quiet
 from versatil.sweep.engine.prepare import Prepared
+from versatil.sweep.engine.race import make_race_searcher, race_points
 from versatil.sweep.engine.space import build_param_space
 from versatil.sweep.engine.tune_objects import (
     make_scheduler,
@@ -36,6 +37,7 @@ def train(
     callbacks: Sequence[Any],
     stream: TextIO | None,
     on_start: Callable[[Path], None] | None,
+    screen: dict[str, Any] | None = None,
 ) -> Any:
     """Runs the sweep's trials (or the rest of them, resuming) and returns Tune's ResultGrid.
 
@@ -46,6 +48,8 @@ def train(
         callbacks: Extra Tune callbacks.
         stream: Where progress lines go.
         on_start: Called with the experiment directory before trials start.
+        screen: A race's screen (:mod:`~versatil.sweep.engine.race`): its searcher
+            trains the settings in the screen's order of speed.
     """
     from ray import tune
 
@@ -53,7 +57,7 @@ def train(
 
     progress = ProgressPrinter(config, stream)
     live_callbacks = [progress.callback, tracker.callback(), *callbacks]
-    tuner = _tuner(config, prepared, tracker)
+    tuner = _tuner(config, prepared, tracker, screen)
     if on_start is not None:
         on_start(prepared.experiment_dir)
     # Tune warns about every trial without results; the summary reports those trials.
@@ -86,7 +90,9 @@ def _trainable(config: SweepConfig) -> Any:
     )
 
 
-def _tuner(config: SweepConfig, prepared: Prepared, tracker: Any) -> Any:
+def _tuner(
+    config: SweepConfig, prepared: Prepared, tracker: Any, screen: dict[str, Any] | None
+) -> Any:
     """A new Tuner, or the one a resumed sweep restores from its storage path."""
     from ray import tune
 
@@ -106,19 +112,23 @@ def _tuner(config: SweepConfig, prepared: Prepared, tracker: Any) -> Any:
             resume_errored=True,
             storage_filesystem=where.get("storage_filesystem"),
         )
+    racing = screen is not None
     return tune.Tuner(
         _trainable(config),
-        param_space=build_param_space(config),
+        # A race's searcher gives whole points: it has no space of its own to sample.
+        param_space={} if racing else build_param_space(config),
         tune_config=tune.TuneConfig(
             # Several objectives: the searcher and scheduler hold theirs (see above).
             metric=None if config.objective.is_multi else config.objective.metric,
             mode=None if config.objective.is_multi else config.objective.mode,
-            search_alg=make_searcher(config),
+            search_alg=make_race_searcher(config, screen) if racing else make_searcher(config),
             scheduler=make_scheduler(config),
-            num_samples=num_samples(config),
-            # Optuna's searcher gets Tune's ConcurrencyLimiter; generators limit themselves.
+            num_samples=len(race_points(config)) if racing else num_samples(config),
+            # Searchers get Tune's ConcurrencyLimiter; generators limit themselves.
             max_concurrent_trials=(
-                config.max_concurrent_trials if config.search.algorithm == "optuna" else None
+                config.max_concurrent_trials
+                if config.search.algorithm in ("optuna", "race")
+                else None
             ),
             # Warm workers: a worker process pays the torch/Lightning imports once
             # and runs trial after trial (the trial resets process-wide state).

@@ -16,7 +16,13 @@ from versatil.sweep.engine.space import (
 from versatil.sweep.vocab.keys import SEED
 from versatil.sweep.vocab.report import TrialReport
 
-__all__ = ["make_scheduler", "make_searcher", "num_samples", "objective_stopper"]
+__all__ = [
+    "make_scheduler",
+    "make_searcher",
+    "num_samples",
+    "objective_stopper",
+    "planned_trials",
+]
 
 
 # Registries of lazy imports: a sweep that uses FIFO never imports optuna.
@@ -72,11 +78,18 @@ def make_searcher(config: SweepConfig) -> Any:
     )
 
 
+def planned_trials(config: SweepConfig) -> int:
+    """The trials the sweep's space holds: Tune's sample count (a race trains fewer)."""
+    if config.search.algorithm == "race":
+        return len(replicate_points(config))
+    return num_samples(config)
+
+
 def num_samples(config: SweepConfig) -> int:
     """Tune's ``num_samples``: a grid sweep's points each take one sample; times replicates."""
     if config.replicates > 1 and config.search.algorithm != "optuna":
         return len(replicate_points(config))
-    if config.search.algorithm == "grid":
+    if config.search.crosses_settings:
         return len(grid_points(config)) * config.search.num_samples
     return config.search.num_samples * config.replicates
 

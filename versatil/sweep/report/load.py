@@ -19,7 +19,7 @@ from versatil.sweep.results.rows import SETTINGS_COLUMNS, TrialRow, make_row
 from versatil.sweep.tracking import TrackingContext, child_runs
 from versatil.sweep.tracking.store import client as mlflow_client
 from versatil.sweep.vocab import tags
-from versatil.sweep.vocab.names import CONFIRM_ARTIFACT
+from versatil.sweep.vocab.names import COMPUTE_ARTIFACT, CONFIRM_ARTIFACT, RACE_ARTIFACT
 from versatil.sweep.vocab.run_tags import Int8Tags, SweepTags, TrialTags
 
 __all__ = ["Int8Row", "SweepReport", "int8_rows", "load_report", "read_confirmation"]
@@ -116,6 +116,8 @@ class SweepReport:
         self.marks = self.judgement.marks
         self.int8: list[Int8Row] = []  # the INT8 runs of `compress`, one per trial
         self.ceilings: list[dict[str, Any]] = []  # the devices' measured matmul ceilings
+        self.race: dict[str, Any] | None = None  # a race's screen (results.race.race_summary)
+        self.compute: dict[str, Any] | None = None  # device-seconds by phase
 
 
 def _number(text: str) -> Any:
@@ -180,6 +182,8 @@ def load_report(
     report.int8 = int8_rows(client, context)
     ceilings = read_document(client, parent.info.run_id, CEILINGS_ARTIFACT)
     report.ceilings = list((ceilings or {}).get("ceilings", []))
+    report.race = read_document(client, parent.info.run_id, RACE_ARTIFACT)
+    report.compute = read_document(client, parent.info.run_id, COMPUTE_ARTIFACT)
     return report
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from versatil.sweep.report.load import Int8Row, SweepReport
 from versatil.sweep.results.hardware import ceiling_text
 from versatil.sweep.results.judgement import summary_text
+from versatil.sweep.results.race import compute_text, race_text
 from versatil.sweep.results.rows import THROUGHPUT_COLUMNS
 from versatil.sweep.results.verdict_text import verdict_table
 from versatil.tables import format_table
@@ -90,10 +91,14 @@ def render(report: SweepReport, fmt: str) -> str:
     trial), ``settings`` (each setting's speedup against the reference with its interval,
     its objective's mean with its interval, and its FLOPs, TFLOP/s, ceiling share, MFU and
     energy where measured), ``verdict`` (the recommended setting, the settings tied with
-    it, and the sentence) and ``ceilings`` (each device's measured matmul ceilings).
+    it, and the sentence), ``ceilings`` (each device's measured matmul ceilings),
+    ``compute`` (device-seconds by phase, :func:`~versatil.sweep.results.race.compute_summary`)
+    and, for a race, ``race`` (its screen and the settings it did not train).
     """
     if fmt == "table":
         sections = [ceiling_text(report.ceilings), _int8_section(report, fmt)]
+        sections += [race_text(report.race) if report.race else ""]
+        sections += [compute_text(report.compute) if report.compute else ""]
         return summary_text(report.rows, report.judgement, sections)
     records = _records(report)
     if fmt == "json":
@@ -103,7 +108,10 @@ def render(report: SweepReport, fmt: str) -> str:
             "settings": [s.as_dict() for s in verdict.settings],
             "verdict": verdict.as_dict(),
             "ceilings": report.ceilings,
+            "compute": report.compute,
         }
+        if report.race:
+            answer["race"] = report.race
         return json.dumps(answer, indent=2, default=str)
     columns = list(dict.fromkeys(k for r in records for k in r))
     if fmt == "csv":

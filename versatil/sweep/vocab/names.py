@@ -16,8 +16,10 @@ from versatil.training.spec import NONE, SETTING_ENUMS
 
 __all__ = [
     "CHECKPOINT_ARTIFACT",
+    "COMPUTE_ARTIFACT",
     "CONFIRM_ARTIFACT",
     "INT8_SUFFIX",
+    "RACE_ARTIFACT",
     "SWEEP_ENDED",
     "SWEEP_FILE",
     "configuration_name",
@@ -41,6 +43,13 @@ CHECKPOINT_ARTIFACT = "checkpoint"
 
 CONFIRM_ARTIFACT = "confirm/rounds.json"
 """The parent run's artifact holding the re-timing's rounds (they decide the verdict)."""
+
+RACE_ARTIFACT = "race/screen.json"
+"""The race's screen (its rounds, who is out, the training order): in the experiment
+directory, where a resumed race reads it back, and on the parent run."""
+
+COMPUTE_ARTIFACT = "compute.json"
+"""The parent run's artifact holding the sweep's device-seconds by phase."""
 
 INT8_SUFFIX = "int8"
 """What names an INT8 copy: the run ``<trial's run>/int8``, the directory ``<name>-int8``."""
