@@ -16,6 +16,7 @@ import subprocess
 import time
 
 import pytest
+import yaml
 
 from tests.ray_head import start_hidden_node, start_ray_head, stop_ray_head, stop_ray_node
 from tests.s3_server import start_s3_server, stop_s3_server
@@ -118,3 +119,27 @@ def test_a_user_task_on_a_hidden_node_with_storage_on_s3(tmp_path):
     finally:
         stop_s3_server(s3)
     assert_every_trial_on_the_hidden_node(done, trial_results(mirror))
+
+
+def test_a_race_screens_a_user_task_on_a_node_that_cannot_see_the_driver_directory(tmp_path):
+    """The screen's task builds the user's model where it runs: the hidden node."""
+    project = tmp_path / "project"
+    shared = tmp_path / "shared"
+    write_project(project, str(shared / "runs"))
+    sweep = yaml.safe_load((project / "sweep.yaml").read_text())
+    sweep["space"]["precision"] = ["32", "bf16-true"]
+    sweep["search"] = {"algorithm": "race", "race": {"rounds": 6, "round_s": 0.1}}
+    (project / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    done = run_hidden_sweep(project, cluster_environment(), hidden=[project])
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "race: screening 2 settings from initial weights" in done.stdout
+    assert "race: screened in " in done.stdout
+    (screen,) = (shared / "runs").glob("hidden-*/race/screen.json")
+    rounds = json.loads(screen.read_text())["samples_per_sec"]
+    assert set(rounds) == {"32 + eager", "bf16-true + eager"}
+    assert all(len(r) >= 1 and all(v > 0 for v in r) for r in rounds.values())
+    results = trial_results(shared / "runs")
+    assert results, done.stdout[-3000:]
+    for lines in results.values():
+        epochs = [r for r in lines if "val_loss" in r]
+        assert {r["sees_driver_files"] for r in epochs} == {0.0}

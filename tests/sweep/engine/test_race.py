@@ -7,9 +7,15 @@ out; what trains, what does not and why, and the cost are in the answer.
 
 import io
 import json
+import os
+import signal
+import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
 
+from tests.sweep.drivers import cli, gated_sweep, run, wait_cpus_freed, wait_for
 from versatil.cli_common import run_main
 from versatil.errors import ConfigError
 from versatil.sweep.cli.main import main
@@ -125,3 +131,89 @@ def test_a_race_it_cannot_run_is_refused_at_load_naming_the_field(sweep_config, 
         sweep_config(search={"algorithm": "race"}, **data)
     assert "search.algorithm: 'race'" in str(error.value)
     assert expected in str(error.value)
+
+
+def _finished(experiment_dir):
+    """Trial id -> number of results, for trials whose last result says completed."""
+    out = {}
+    for path in experiment_dir.glob("*/result.json"):
+        lines = path.read_text().splitlines()
+        if lines and json.loads(lines[-1])["status"] == "completed":
+            out[path.parent.name] = len(lines)
+    return out
+
+
+def _committed(experiment_dir, finished, gated):
+    """Whether Tune's experiment state (the race's searcher saved with it) holds the trials.
+
+    The finished ones as terminated, and the gated one.
+    """
+    states = sorted(experiment_dir.glob("experiment_state-*.json"))
+    if not states:
+        return False
+    try:
+        data = json.loads(states[-1].read_text())
+    except json.JSONDecodeError:  # being written
+        return False
+    trials = [json.loads(entry[0]) for entry in data["trial_data"]]
+    status = {t["trial_id"]: t["status"] for t in trials}
+    return gated in status and all(status.get(t) == "TERMINATED" for t in finished)
+
+
+@pytest.mark.slow  # a race's driver killed mid-training, then resumed
+def test_a_race_killed_mid_training_resumes_without_screening_again(ray_cluster, tmp_path):
+    data = gated_sweep(
+        tmp_path,
+        "raced",
+        [0.001, 0.003],
+        gated_lr=0.003,
+        max_concurrent_trials=1,
+        trainer={"max_epochs": 2, "accelerator": "cpu"},
+        search={"algorithm": "race", "race": {"rounds": 8, "round_s": 0.1}},
+    )
+    data["space"]["precision"] = ["32", "64"]
+    config = tmp_path / "raced.yaml"
+    config.write_text(yaml.safe_dump(data))
+    args = ("--config", str(config), "--address", ray_cluster.address)
+    driver = subprocess.Popen(cli(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # A trial at lr 0.003 reports epoch 1, then waits at the gate; the driver writes
+        # its result.json.
+        wait_for(lambda: Path(f"{tmp_path / 'gate'}.waiting").exists(), "the gated trial")
+        experiment_dir = next((tmp_path / "runs").glob("raced-*"))
+
+        def waiting():
+            finished = _finished(experiment_dir)
+            return [
+                p
+                for p in experiment_dir.glob("*/result.json")
+                if p.parent.name not in finished and p.read_text().strip()
+            ]
+
+        wait_for(waiting, "the gated trial's first result")
+        gated = waiting()[0].parent.name
+        before = _finished(experiment_dir)
+        wait_for(lambda: _committed(experiment_dir, before, gated), "Tune's state committed")
+    finally:
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    assert before, "no trial finished before the kill"
+    (tmp_path / "gate").touch()
+    wait_cpus_freed()
+
+    resumed = run(cli(*args, "--resume"))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "race: the screen's rounds read back; not screened again" in resumed.stdout
+    assert "race: screening" not in resumed.stdout
+    after = _finished(experiment_dir)
+    for trial_id, results in before.items():
+        assert after[trial_id] == results, f"{trial_id} was rerun"
+    # The race ran on to its end: the reference at both lrs, and the summary's race lines.
+    reference = [
+        t
+        for t in after
+        if json.loads((experiment_dir / t / "params.json").read_text())["precision"] == "32"
+    ]
+    assert len(reference) == 2
+    assert "race: trained 32 + eager" in resumed.stdout
+    assert "compute: " in resumed.stdout

@@ -180,14 +180,21 @@ def run_screen(config: SweepConfig, prepared: Prepared, stream: TextIO) -> dict[
     )
     task = ray.remote(**retime_resources(config), max_retries=0)(_screen_task)
     options = {"alpha": section.alpha, "rounds": section.rounds, "round_s": section.round_s}
-    document = ray.get(task.remote(contenders, config, options))
+    try:
+        document = ray.get(task.remote(contenders, config, options))
+    except (ray.exceptions.RayError, OSError, ValueError) as error:
+        lines = str(error).strip().splitlines()
+        reason = (lines[-1] if lines else type(error).__name__)[:300]
+        print(f"race: the screen failed ({reason}); every setting trains, as a grid", file=stream)
+        document = {"infeasible": {}, "failed": reason}
     document["points"] = {label: point for label, point in contenders}
     _summarize(document, contenders)
     path = prepared.experiment_dir / RACE_ARTIFACT
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2, default=str))
     prepared.storage.push(prepared.name, *Path(RACE_ARTIFACT).parts)
-    print(screen_line(document), file=stream, flush=True)
+    if "failed" not in document:
+        print(screen_line(document), file=stream, flush=True)
     return document
 
 
@@ -201,6 +208,8 @@ def read_screen(experiment_dir: Path) -> dict[str, Any] | None:
 
 def screen_line(document: Mapping[str, Any]) -> str:
     """The screen's outcome in one line: who is out, and the training order."""
+    if "failed" in document:
+        return f"race: not screened ({document['failed']}): every setting trains"
     out = [e for e in document["settings"] if e["call"] == "eliminated"]
     rounds = max_rounds(document.get("samples_per_sec", {}))
     line = f"race: screened in {rounds} rounds ({document.get('wall_s', 0.0):.1f} s)"

@@ -62,6 +62,7 @@ def race_summary(screen: Mapping[str, Any], rows: Sequence[TrialRow]) -> dict[st
         "warmup_s": screen.get("warmup_s", {}),
         "groups": screen.get("groups", []),
         "settings": settings,
+        "failed": screen.get("failed"),
     }
 
 
@@ -101,6 +102,8 @@ def compute_summary(
 
 def race_text(race: Mapping[str, Any]) -> str:
     """The race's lines in the summary: the screen, who is out, who was not trained."""
+    if race.get("failed"):
+        return f"race: not screened ({race['failed']}): every setting trained, as in a grid"
     settings = race["settings"]
     out = [s for s in settings if s["call"] == "eliminated"]
     line = f"race: screened {sum(s['call'] != 'infeasible' for s in settings)} settings"
