@@ -127,6 +127,7 @@ OUTPUTS: tuple[Output, ...] = (
             )
         },
     ),
+    Output("race", "python -m versatil.sweep --set search.algorithm=race"),
     Output(
         "frontier",
         _FRONTIER,

@@ -20,6 +20,7 @@ from typing import Literal
 __all__ = [
     "CONFIDENCE",
     "ROUNDING",
+    "EliminationRule",
     "Estimate",
     "difference_ci",
     "mean_ci",
@@ -247,3 +248,60 @@ def speed_verdict(speedup: Estimate) -> Comparison:
 def same_value(a: float, b: float, rel: float = ROUNDING) -> bool:
     """Whether two objectives are equal but for float rounding."""
     return math.isclose(a, b, rel_tol=rel, abs_tol=rel * 1e-3)
+
+
+@dataclasses.dataclass(frozen=True)
+class EliminationRule:
+    """The sequential sign test that eliminates a setting slower than the reference.
+
+    A sequential probability ratio test on the sign of each round's paired speed ratio:
+    a lost round (ratio below 1) multiplies the evidence by ``2 p1``, a won one by
+    ``2 (1 - p1)``. Under the null that the setting loses a round with probability at most
+    1/2 (given the rounds before), the evidence is a nonnegative supermartingale, so it
+    ever reaches ``m / alpha`` with probability at most ``alpha / m`` (Ville's
+    inequality); over the ``m`` settings, at most ``alpha`` (the union bound).
+
+    Attributes:
+        alpha: The family-wise error: the chance of eliminating any setting that is not
+            slower than the reference, over the whole screen.
+        contenders: ``m``, the settings raced against the reference (the reference not
+            counted).
+        p1: The chance of losing a round under the alternative the test is tuned for.
+    """
+
+    alpha: float
+    contenders: int
+    p1: float = 0.9
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be between 0 and 1, not {self.alpha}")
+        if self.contenders < 1:
+            raise ValueError(f"contenders must be at least 1, not {self.contenders}")
+        if not 0.5 < self.p1 < 1:
+            raise ValueError(f"p1 must be between 0.5 and 1, not {self.p1}")
+
+    @property
+    def threshold(self) -> float:
+        """The evidence that eliminates: ``m / alpha``."""
+        return self.contenders / self.alpha
+
+    @property
+    def straight_losses(self) -> int:
+        """The fewest rounds that can eliminate: straight losses from the first round."""
+        return math.ceil(math.log(self.threshold) / math.log(2 * self.p1) - 1e-12)
+
+    def evidence(self, ratios: Sequence[float]) -> list[float]:
+        """The likelihood ratio against the null after each round (a loss: a ratio < 1)."""
+        out, value = [], 1.0
+        for ratio in ratios:
+            value *= 2 * self.p1 if ratio < 1 else 2 * (1 - self.p1)
+            out.append(value)
+        return out
+
+    def eliminated_at(self, ratios: Sequence[float]) -> int | None:
+        """The round (counted from 1) whose evidence first reached the threshold, or ``None``."""
+        for index, value in enumerate(self.evidence(ratios), start=1):
+            if value >= self.threshold * (1 - 1e-12):
+                return index
+        return None

@@ -217,3 +217,23 @@ def test_a_race_killed_mid_training_resumes_without_screening_again(ray_cluster,
     assert len(reference) == 2
     assert "race: trained 32 + eager" in resumed.stdout
     assert "compute: " in resumed.stdout
+
+
+def test_a_race_dry_run_lists_the_most_trials_it_trains(capsys):
+    args = ["--set", "search.algorithm=race", "--dry-run"]
+    assert run_main(main, args) == 0
+    out = capsys.readouterr().out
+    assert "race: the settings are screened first; these are the most trials it trains" in out
+    assert "16 trials (race search, fifo scheduler)" in out
+
+
+def test_a_race_whose_rounds_cannot_eliminate_is_refused_at_load(sweep_config):
+    with pytest.raises(ConfigError) as error:
+        sweep_config(
+            space={"precision": ["32", "bf16-mixed", "64"]},
+            search={"algorithm": "race", "race": {"rounds": 6}},
+        )
+    assert str(error.value).endswith(
+        "search.race.rounds: 6 cannot eliminate any setting: with 2 settings raced against "
+        "the reference at alpha 0.05, the rule needs 7 straight losing rounds; use at least 7"
+    )

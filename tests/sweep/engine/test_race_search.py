@@ -164,3 +164,39 @@ def test_a_screen_with_no_group_or_one_group_trains_in_one_stage(groups):
     points = [_point(s, seed) for seed in SEEDS for s in LABELS]
     stages = race_stages(_document(groups), points)
     assert len(stages) == 1
+
+
+def test_futility_rules_out_the_configuration_whose_first_seed_diverged_not_the_setting():
+    points = [{**_point(s, seed), "lr": lr} for lr in (0.01, 0.1) for seed in SEEDS for s in LABELS]
+    document = _document([[FASTER], [FAST], [SLOW]])
+    speedups = {
+        tuple(e["setting"]): Estimate(*e["speedup"], n=12)
+        for e in document["settings"]
+        if "speedup" in e
+    }
+    axes = ["precision", "compile_mode", "lr", "seed"]
+    searcher = RaceSearcher(
+        race_stages(document, points), speedups, REF, "val_loss", "min", 0.01, axes, SEEDS
+    )
+    trained, count = [], 0
+    while (point := searcher.suggest(f"t{count}")) not in (None, RaceSearcher.FINISHED):
+        count += 1
+        setting, lr, seed = setting_of(point), point["lr"], point["seed"]
+        trained.append((setting, lr, seed))
+        diverged = setting == FASTER and lr == 0.1 and seed == 0
+        result = _result(0.10, "diverged" if diverged else "completed")
+        searcher.on_trial_complete(f"t{count - 1}", result)
+    assert (FASTER, 0.1, 0) in trained and (FASTER, 0.1, 1) not in trained
+    # the same setting's other configuration trains both seeds, and is the answer
+    assert (FASTER, 0.01, 0) in trained and (FASTER, 0.01, 1) in trained
+    assert searcher.answer == "bf16-mixed + default"
+
+
+def test_the_race_never_stops_on_an_answer_while_the_reference_has_not_finished():
+    searcher = _searcher()
+    losses = {REF: 0.10, FASTER: 0.10, FAST: 0.10, SLOW: 0.10, NO_GPU: float("nan")}
+    statuses = {(REF, seed): "diverged" for seed in SEEDS}
+    trained, last = _drain(searcher, losses, statuses=statuses)
+    # every group trains: no setting is compared with a reference that never finished
+    assert {s for s, _ in trained} == {REF, NO_GPU, FASTER, FAST, SLOW}
+    assert last == RaceSearcher.FINISHED and searcher.answer is None

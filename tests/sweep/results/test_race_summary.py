@@ -74,7 +74,7 @@ ROWS = [
 
 
 def test_each_setting_says_whether_it_trained_and_why_not():
-    race = race_summary(SCREEN, ROWS)
+    race = race_summary(SCREEN, ROWS, answer="32 + default")
     by_label = {s["label"]: s for s in race["settings"]}
     assert by_label["32 + default"]["trained"] and by_label["32 + default"]["not_trained"] is None
     assert by_label["64 + eager"]["not_trained"] == (
@@ -88,6 +88,29 @@ def test_each_setting_says_whether_it_trained_and_why_not():
     assert "race: 64 + eager: out in the screen: slower than 32 + eager (round 7) (0.50x" in text
     assert f"race: bf16-true + eager: {NOT_TRAINED_ANSWER} (1.05x, 95% CI 1.00-1.10x)" in text
     assert text.endswith("race: trained 32 + eager, 32 + default")
+
+
+def test_where_the_race_stopped_is_not_the_answer_in_the_end_the_reason_says_so():
+    """The re-timing found the setting the race stopped at a tie: the reference answers."""
+    race = race_summary(SCREEN, ROWS, answer="32 + eager")
+    by_label = {s["label"]: s for s in race["settings"]}
+    assert by_label["bf16-true + eager"]["not_trained"] == (
+        "not trained: ranked below 32 + default in the screen, where the race stopped"
+    )
+
+
+def test_rounds_that_could_not_be_timed_are_null_not_nan():
+    screen = {**SCREEN, "samples_per_sec": {"32 + eager": [10.0, float("nan")]}}
+    race = race_summary(screen, ROWS)
+    assert race["samples_per_sec"] == {"32 + eager": [10.0, None]}
+    assert screen_metrics(race)["race/32_eager/samples_per_sec"] == [10.0]
+
+
+def test_a_screen_without_rounds_says_so():
+    screen = {"infeasible": {}, "labels": ["32 + eager"], "settings": []}
+    assert race_text(race_summary(screen, ROWS)) == (
+        "race: not screened (fewer than two feasible settings with the reference)"
+    )
 
 
 def test_compute_is_device_seconds_by_phase_and_the_trials_not_trained():
@@ -112,6 +135,9 @@ def test_the_screens_speedups_are_parent_metrics():
     assert metrics["race/64_eager/speedup"] == [0.5]
     assert metrics["race/32_default/speedup_ci_low"] == [1.1]
     assert "race/32_eager/speedup" not in metrics
+    # the rounds themselves, one value per round
+    assert metrics["race/32_eager/samples_per_sec"] == [10.0] * 9
+    assert metrics["race/64_eager/samples_per_sec"] == [5.0] * 9
 
 
 def test_a_failed_screen_says_every_setting_trained():

@@ -7,12 +7,14 @@ Lightning, so ``--dry-run`` and ``--help`` stay fast.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
 
 from versatil.errors import ConfigError, did_you_mean
+from versatil.stats import EliminationRule
 from versatil.sweep.config.axes import ENUM_AXES, is_grid, parse_axis
 from versatil.sweep.config.limits import check_name
 from versatil.sweep.config.post_training import PostTrainingSection
@@ -164,6 +166,17 @@ class SweepConfig(pydantic.BaseModel):
                 "search.algorithm: 'race' screens on one device, and resources."
                 "workers_per_trial is more than 1; use 1, or algorithm grid"
             )
+        race = self.search.race
+        contenders = math.prod(len(self.space[n]) for n in settings) - 1 if settings else 0
+        if contenders >= 1:
+            needed = EliminationRule(race.alpha, contenders).straight_losses
+            if race.rounds < needed:
+                errors.append(
+                    f"search.race.rounds: {race.rounds} cannot eliminate any setting: with "
+                    f"{contenders} settings raced against the reference at alpha "
+                    f"{race.alpha:g}, the rule needs {needed} straight losing rounds; use at "
+                    f"least {needed}"
+                )
         return errors
 
     def _scheduler_metric_errors(self) -> list[str]:

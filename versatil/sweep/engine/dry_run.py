@@ -47,6 +47,11 @@ def print_dry_run(config: SweepConfig) -> None:
     if config.scheduler.type != "fifo":
         metric, mode = config.scheduler_objective
         print(f"scheduler {config.scheduler.type} compares trials on {metric} ({mode})")
+    if config.search.algorithm == "race":
+        print(
+            "race: the settings are screened first; these are the most trials it trains, "
+            "fewer when the screen rules settings out or a faster one is the answer"
+        )
     print(
         f"\nsweep {config.name!r}: {len(trials)} trials ({config.search.algorithm} search, "
         f"{config.scheduler.type} scheduler), {feasible} feasible on this machine; nothing started"

@@ -129,7 +129,8 @@ def conclude_trials(
 
     concluded = judge_end(config, rows, records, retime, missing)
     screen = read_screen(prepared.experiment_dir) if config.search.algorithm == "race" else None
-    race = race_summary(screen, concluded.rows) if screen is not None else None
+    answer = concluded.judgement.verdict.recommended_setting
+    race = race_summary(screen, concluded.rows, answer) if screen is not None else None
     compute = compute_summary(
         concluded.rows,
         _devices_per_trial(config),

@@ -149,6 +149,7 @@ def _summarize(document: dict[str, Any], contenders: list[tuple[str, dict[str, A
         else:
             found = screen_speedup(rates[label], rates[reference])
             entry["speedup"] = None if found is None else [found.value, found.low, found.high]
+            entry["paired_rounds"] = 0 if found is None else found.n
             dropped = document.get("dropped", {}).get(label)
             entry["call"] = "eliminated" if dropped is not None else "racing"
             entry["rounds"] = dropped or len(rates[label])
@@ -210,6 +211,8 @@ def screen_line(document: Mapping[str, Any]) -> str:
     """The screen's outcome in one line: who is out, and the training order."""
     if "failed" in document:
         return f"race: not screened ({document['failed']}): every setting trains"
+    if not document.get("samples_per_sec"):
+        return "race: not screened (fewer than two feasible settings with the reference)"
     out = [e for e in document["settings"] if e["call"] == "eliminated"]
     rounds = max_rounds(document.get("samples_per_sec", {}))
     line = f"race: screened in {rounds} rounds ({document.get('wall_s', 0.0):.1f} s)"
@@ -252,7 +255,7 @@ def make_race_searcher(config: SweepConfig, document: Mapping[str, Any]) -> Any:
     for entry in document.get("settings", []):
         found = entry.get("speedup")
         if found is not None:
-            speedups[tuple(entry["setting"])] = Estimate(*found, n=entry["rounds"])
+            speedups[tuple(entry["setting"])] = Estimate(*found, n=entry["paired_rounds"])
     reference = setting_of(reference_settings(config))
     return RaceSearcher(
         race_stages(document, points),

@@ -8,13 +8,15 @@ Its stages, from the screen's document (:mod:`~versatil.sweep.engine.race`):
 2. each further tie group's trials, in the screen's order of speed.
 
 A setting's configurations run as the grid runs them, with the reference's seeds, so the
-objective is compared paired by seed. Within a stage a setting's first seed trains first;
-a setting whose first seed diverged is out (futility) and its other seeds never start.
+objective is compared paired by seed. Within a stage a configuration's first seed trains
+first; a configuration whose first seed diverged is out (futility) and its other seeds
+never start.
 After each stage the trials so far are judged as the sweep's end would judge them
 (:func:`~versatil.sweep.results.verdict.make_verdict`, with the screen's speedups): once
 the recommended setting is not the reference, a setting faster than the reference beyond
 noise passed the no-worse rule and the race stops. The eliminated settings and the
-groups after the answer never train.
+groups after the answer never train. While no trial of the reference has finished, the
+race never stops on an answer (the verdict would compare with another setting).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class RaceSearcher(Searcher):
         self.pending = list(stages[0]) if stages else []
         self.live: dict[str, dict[str, Any]] = {}
         self.rows: list[TrialRow] = []
-        self.futile: set[Setting] = set()
+        self.futile: set[str] = set()  # configurations out: their first seed diverged
         self.answer: str | None = None
         self.finished = not stages
 
@@ -79,13 +81,12 @@ class RaceSearcher(Searcher):
         return SEED not in point or point[SEED] == self.first_seed
 
     def _waits(self, point: Mapping[str, Any]) -> bool:
-        """Whether a later seed's trial waits for its setting's first seed to end."""
+        """Whether a later seed's trial waits for its configuration's first seed to end."""
         if self._first_seed(point):
             return False
-        setting = setting_of(point)
-        return any(setting_of(p) == setting and self._first_seed(p) for p in self.pending) or any(
-            setting_of(p) == setting and self._first_seed(p) for p in self.live.values()
-        )
+        mine = _configuration(point)
+        waiting = [*self.pending, *self.live.values()]
+        return any(_configuration(p) == mine and self._first_seed(p) for p in waiting)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         """The next trial of the stage, ``None`` to wait, or FINISHED at the answer."""
@@ -116,10 +117,10 @@ class RaceSearcher(Searcher):
             error="errored" if error else None,
         )
         self.rows.append(row)
-        setting = setting_of(point)
-        if self._first_seed(point) and setting != self.reference and _futile(row):
-            self.futile.add(setting)
-            self.pending = [p for p in self.pending if setting_of(p) != setting]
+        mine = _configuration(point)
+        if self._first_seed(point) and setting_of(point) != self.reference and _futile(row):
+            self.futile.add(mine)
+            self.pending = [p for p in self.pending if _configuration(p) != mine]
         if not self.pending and not self.live:
             self._decide()
 
@@ -134,7 +135,8 @@ class RaceSearcher(Searcher):
             reference=self.reference,
         )
         found = next((s for s in verdict.settings if s.label == verdict.recommended_setting), None)
-        if found is not None and found.setting != self.reference:
+        compared = verdict.reference is not None and verdict.reference.setting == self.reference
+        if compared and found is not None and found.setting != self.reference:
             self.answer = found.label
             self.finished = True
             return
@@ -142,7 +144,7 @@ class RaceSearcher(Searcher):
         if self.stage >= len(self.stages):
             self.finished = True
             return
-        self.pending = [p for p in self.stages[self.stage] if setting_of(p) not in self.futile]
+        self.pending = [p for p in self.stages[self.stage] if _configuration(p) not in self.futile]
 
     def save(self, checkpoint_path: str) -> None:
         """Tune saves the race's state with the experiment's, for ``--resume``."""
@@ -154,7 +156,14 @@ class RaceSearcher(Searcher):
         with open(checkpoint_path, "rb") as handle:
             state = pickle.load(handle)
         self.__dict__.update(state)
-        # Tune restarts the trials that were live; it suggests nothing for them again.
+        # Tune restarts the trials that were live, and their ends reach on_trial_complete.
+        # A trial that had errored is already a row (the stage was decided with it): its
+        # rerun (Tune's resume_errored) trains, and is not counted again here.
+
+
+def _configuration(point: Mapping[str, Any]) -> str:
+    """A point without its seed: one configuration, whatever replicate."""
+    return repr(sorted((k, repr(v)) for k, v in point.items() if k != SEED))
 
 
 def _futile(row: TrialRow) -> bool:

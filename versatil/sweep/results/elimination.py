@@ -30,11 +30,10 @@ order whose own paired ratio is a tie (:func:`versatil.stats.speed_verdict`) sha
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Collection, Mapping, Sequence
 
-from versatil.stats import Estimate, ratio_ci, speed_verdict
+from versatil.stats import EliminationRule, Estimate, ratio_ci, speed_verdict
 
 __all__ = [
     "EliminationRule",
@@ -44,56 +43,6 @@ __all__ = [
     "tie_groups",
     "to_drop",
 ]
-
-
-@dataclasses.dataclass(frozen=True)
-class EliminationRule:
-    """The sequential sign test that eliminates a setting slower than the reference.
-
-    Attributes:
-        alpha: The family-wise error: the chance of eliminating any setting that is not
-            slower than the reference, over the whole screen.
-        contenders: ``m``, the settings raced against the reference (the reference not
-            counted).
-        p1: The chance of losing a round under the alternative the test is tuned for.
-    """
-
-    alpha: float
-    contenders: int
-    p1: float = 0.9
-
-    def __post_init__(self) -> None:
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must be between 0 and 1, not {self.alpha}")
-        if self.contenders < 1:
-            raise ValueError(f"contenders must be at least 1, not {self.contenders}")
-        if not 0.5 < self.p1 < 1:
-            raise ValueError(f"p1 must be between 0.5 and 1, not {self.p1}")
-
-    @property
-    def threshold(self) -> float:
-        """The evidence that eliminates: ``m / alpha``."""
-        return self.contenders / self.alpha
-
-    @property
-    def straight_losses(self) -> int:
-        """The fewest rounds that can eliminate: straight losses from the first round."""
-        return math.ceil(math.log(self.threshold) / math.log(2 * self.p1) - 1e-12)
-
-    def evidence(self, ratios: Sequence[float]) -> list[float]:
-        """The likelihood ratio against the null after each round (a loss: a ratio < 1)."""
-        out, value = [], 1.0
-        for ratio in ratios:
-            value *= 2 * self.p1 if ratio < 1 else 2 * (1 - self.p1)
-            out.append(value)
-        return out
-
-    def eliminated_at(self, ratios: Sequence[float]) -> int | None:
-        """The round (counted from 1) whose evidence first reached the threshold, or ``None``."""
-        for index, value in enumerate(self.evidence(ratios), start=1):
-            if value >= self.threshold * (1 - 1e-12):
-                return index
-        return None
 
 
 def paired_ratios(rates: Sequence[float], reference: Sequence[float]) -> list[float]:

@@ -8,6 +8,7 @@ is 0); :func:`race_text` and :func:`compute_text` are their lines in the summary
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,25 +36,34 @@ def _trained(rows: Sequence[TrialRow]) -> set[tuple[str, ...]]:
     return {setting_of(r.axes) for r in rows if r.status != TrialStatus.INFEASIBLE}
 
 
-def race_summary(screen: Mapping[str, Any], rows: Sequence[TrialRow]) -> dict[str, Any]:
+def race_summary(
+    screen: Mapping[str, Any], rows: Sequence[TrialRow], answer: str | None = None
+) -> dict[str, Any]:
     """Each setting's screen call and speedup, whether it trained, and why not.
 
     Args:
         screen: The screen's document.
         rows: The race's trials (only the settings it trained, and the infeasible ones).
+        answer: The verdict's recommended setting.
     """
     trained = _trained(rows)
-    reference = next((e["label"] for e in screen["settings"] if e["call"] == "reference"), None)
+    entries = screen.get("settings", [])
+    reference = next((e["label"] for e in entries if e["call"] == "reference"), None)
+    ran = [e for e in entries if e["call"] == "racing" and tuple(e["setting"]) in trained]
+    last = min(ran, key=lambda e: (e.get("speedup") or [0.0])[0], default=None)
+    answered = answer not in (None, reference) and any(e["label"] == answer for e in ran)
     settings = []
-    for entry in screen["settings"]:
+    for entry in entries:
         done = tuple(entry["setting"]) in trained
         why = None
         if entry["call"] == "eliminated":
             why = f"out in the screen: slower than {reference} (round {entry['rounds']})"
         elif entry["call"] == "racing" and not done:
-            why = NOT_TRAINED_ANSWER
+            why = NOT_TRAINED_ANSWER if answered or last is None else _ranked_below(last)
         settings.append({**entry, "trained": done, "not_trained": why})
-    rates = screen.get("samples_per_sec", {})
+    rates = {
+        k: [_finite(v) for v in values] for k, values in screen.get("samples_per_sec", {}).items()
+    }
     return {
         "rounds": max((len(v) for v in rates.values()), default=0),
         "wall_s": screen.get("wall_s", 0.0),
@@ -63,7 +73,22 @@ def race_summary(screen: Mapping[str, Any], rows: Sequence[TrialRow]) -> dict[st
         "groups": screen.get("groups", []),
         "settings": settings,
         "failed": screen.get("failed"),
+        # The rounds themselves: each setting's samples/s per counted round, the order
+        # they trained in, and the steps timed per round.
+        "samples_per_sec": rates,
+        "orders": screen.get("orders", []),
+        "steps": screen.get("steps"),
     }
+
+
+def _ranked_below(last: Mapping[str, Any]) -> str:
+    """Why a setting was not trained when the race's stop was not the answer in the end."""
+    return f"not trained: ranked below {last['label']} in the screen, where the race stopped"
+
+
+def _finite(value: Any) -> float | None:
+    """A rate as JSON holds it: a round that could not be timed is ``null``, not NaN."""
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def compute_summary(
@@ -104,6 +129,8 @@ def race_text(race: Mapping[str, Any]) -> str:
     """The race's lines in the summary: the screen, who is out, who was not trained."""
     if race.get("failed"):
         return f"race: not screened ({race['failed']}): every setting trained, as in a grid"
+    if not race["rounds"]:
+        return "race: not screened (fewer than two feasible settings with the reference)"
     settings = race["settings"]
     out = [s for s in settings if s["call"] == "eliminated"]
     line = f"race: screened {sum(s['call'] != 'infeasible' for s in settings)} settings"
@@ -129,13 +156,21 @@ def _speedup(entry: Mapping[str, Any]) -> str:
 
 
 def screen_metrics(race: Mapping[str, Any]) -> dict[str, list[float]]:
-    """The screen's speedups as the parent run's metrics: ``race/<setting>/speedup`` and CI."""
+    """The screen as the parent run's metrics, per setting: its rounds and its speedup.
+
+    ``race/<setting>/samples_per_sec`` (one value per round, its step), and
+    ``race/<setting>/speedup`` with ``speedup_ci_low`` and ``speedup_ci_high``.
+    """
     out = {}
+    rates = race.get("samples_per_sec", {})
     for entry in race["settings"]:
+        slug = entry["label"].replace(" + ", "_").replace(" ", "_")
+        timed = [v for v in rates.get(entry["label"], []) if v is not None]
+        if timed:
+            out[f"race/{slug}/samples_per_sec"] = timed
         found = entry.get("speedup")
         if not found:
             continue
-        slug = entry["label"].replace(" + ", "_").replace(" ", "_")
         for name, value in zip(
             ("speedup", "speedup_ci_low", "speedup_ci_high"), found, strict=True
         ):
