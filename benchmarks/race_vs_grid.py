@@ -55,7 +55,7 @@ POINTWISE = {
     "replicates": 2,
     "resources": {"cpu": 1},
     "max_concurrent_trials": 1,
-    "trainer": {"max_epochs": 12, "accelerator": "cpu"},
+    "trainer": {"max_epochs": 16, "accelerator": "cpu"},
 }
 
 

@@ -176,7 +176,7 @@ def _fit(contender: _Contender, steps: int, warmup: int, round_seed: int) -> _Ro
 def retime(
     contenders: Sequence[tuple[str, str | Path]],
     *,
-    rounds: int = 6,
+    rounds: int = 10,
     round_s: float = 0.5,
     warmup_steps: int = 2,
     max_steps: int = 5000,

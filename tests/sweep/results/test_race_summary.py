@@ -145,3 +145,32 @@ def test_a_failed_screen_says_every_setting_trained():
     assert (
         race_text(race) == "race: not screened (out of memory): every setting trained, as in a grid"
     )
+
+
+def test_the_race_spells_settings_as_the_verdict_does():
+    """The space listed matmul high, the screen took it out: the trials never show matmul."""
+    screen = {
+        "samples_per_sec": {
+            "32 + eager + matmul highest": [10.0],
+            "32 + eager + matmul high": [9.0],
+        },
+        "settings": [
+            {
+                "label": "32 + eager + matmul highest",
+                "setting": ["32", "none", "highest"],
+                "call": "reference",
+            },
+            {
+                "label": "32 + eager + matmul high",
+                "setting": ["32", "none", "high"],
+                "call": "eliminated",
+                "rounds": 7,
+            },
+        ],
+    }
+    race = race_summary(screen, [_row("a", "32", "none")])
+    assert [s["label"] for s in race["settings"]] == ["32 + eager", "32 + eager + matmul high"]
+    assert (
+        race["settings"][1]["not_trained"] == "out in the screen: slower than 32 + eager (round 7)"
+    )
+    assert set(race["samples_per_sec"]) == {"32 + eager", "32 + eager + matmul high"}

@@ -38,7 +38,13 @@ class ConfirmSection(pydantic.BaseModel):
         description="auto: when a setting besides the reference is in contention; on: also "
         "when none is (the Pareto set's settings, those measured slower included); off: never.",
     )
-    rounds: int = pydantic.Field(6, ge=2, le=100, description="Rounds counted per candidate.")
+    rounds: int = pydantic.Field(
+        10,
+        ge=2,
+        le=100,
+        description="Rounds counted per candidate; with 9 or more, one outlying round does not "
+        "decide a call (the median's 95% interval leaves out the extreme round on each side).",
+    )
     round_s: float = pydantic.Field(
         0.5, gt=0, le=60, description="Least seconds of timed training per candidate per round."
     )

@@ -6,8 +6,9 @@ the same steps on the same batches as the reference, back to back on one device,
 setting loses (a ratio below 1) is a step of a sequential probability ratio test on the
 sign of that ratio:
 
-* under the null hypothesis that the setting is at least as fast as the reference, it
-  loses a round with probability at most 1/2;
+* under the null hypothesis that the setting is at least as fast as the reference (its
+  per-round ratio's median is at least 1), it loses a round with probability at most 1/2,
+  whatever the rounds before;
 * under the alternative it loses with probability :attr:`EliminationRule.p1` (0.9).
 
 The evidence against the null after ``n`` rounds is the likelihood ratio
@@ -17,7 +18,9 @@ Ville's inequality the chance that it *ever* reaches ``m / alpha`` is at most
 is eliminated the first time its evidence reaches ``m / alpha``, with ``m`` the settings
 raced against the reference; by the union bound over the ``m``, the chance of eliminating
 any setting that is not slower is at most ``alpha`` (family-wise, under repeated looks).
-The test is on signs alone, so it holds for any distribution of the rounds' noise.
+The test is on signs alone, so it holds for any distribution of the rounds' noise, as long
+as each round, given the ones before, loses with probability at most 1/2 under the null
+(the rounds' order alternates, and pairing cancels the machine's drift).
 
 With the defaults, a setting that loses every round is out after
 :attr:`EliminationRule.straight_losses` rounds (``ceil(log(m / alpha) / log(1.8))``: 9

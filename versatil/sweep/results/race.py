@@ -15,6 +15,7 @@ from typing import Any
 from versatil.status import TrialStatus
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.results.verdict import setting_of
+from versatil.training.spec import setting_label
 
 __all__ = [
     "NOT_TRAINED_ANSWER",
@@ -47,7 +48,10 @@ def race_summary(
         answer: The verdict's recommended setting.
     """
     trained = _trained(rows)
-    entries = screen.get("settings", [])
+    names = _labels(screen, rows)
+    entries = [
+        {**e, "label": names.get(e["label"], e["label"])} for e in screen.get("settings", [])
+    ]
     reference = next((e["label"] for e in entries if e["call"] == "reference"), None)
     ran = [e for e in entries if e["call"] == "racing" and tuple(e["setting"]) in trained]
     last = min(ran, key=lambda e: (e.get("speedup") or [0.0])[0], default=None)
@@ -62,15 +66,16 @@ def race_summary(
             why = NOT_TRAINED_ANSWER if answered or last is None else _ranked_below(last)
         settings.append({**entry, "trained": done, "not_trained": why})
     rates = {
-        k: [_finite(v) for v in values] for k, values in screen.get("samples_per_sec", {}).items()
+        names.get(k, k): [_finite(v) for v in values]
+        for k, values in screen.get("samples_per_sec", {}).items()
     }
     return {
         "rounds": max((len(v) for v in rates.values()), default=0),
         "wall_s": screen.get("wall_s", 0.0),
         "device": screen.get("device"),
         "threshold": screen.get("threshold"),
-        "warmup_s": screen.get("warmup_s", {}),
-        "groups": screen.get("groups", []),
+        "warmup_s": {names.get(k, k): v for k, v in screen.get("warmup_s", {}).items()},
+        "groups": [[names.get(k, k) for k in group] for group in screen.get("groups", [])],
         "settings": settings,
         "failed": screen.get("failed"),
         # The rounds themselves: each setting's samples/s per counted round, the order
@@ -78,6 +83,17 @@ def race_summary(
         "samples_per_sec": rates,
         "orders": screen.get("orders", []),
         "steps": screen.get("steps"),
+    }
+
+
+def _labels(screen: Mapping[str, Any], rows: Sequence[TrialRow]) -> dict[str, str]:
+    """The screen's labels as the verdict spells them (its matmul part from the trials)."""
+    # As the verdict: every label shows matmul when a trial set it; else only a setting
+    # that is not matmul highest (one the screen took out, say) shows its part.
+    show = any(r.axes.get("matmul_precision") not in (None, "none") for r in rows) or None
+    return {
+        e["label"]: setting_label(*e["setting"], show_matmul=show)
+        for e in screen.get("settings", [])
     }
 
 
