@@ -219,7 +219,8 @@ def screen_line(document: Mapping[str, Any]) -> str:
     if out:
         line += "; out: " + ", ".join(f"{e['label']} (round {e['rounds']})" for e in out)
     order = " then ".join(" | ".join(group) for group in document["groups"])
-    return line + (f"; training order: {order}" if order else "; no setting left to train")
+    reference = next((e["label"] for e in document["settings"] if e["call"] == "reference"), "")
+    return line + (f"; training order: {order}" if order else f"; only {reference} trains")
 
 
 def race_stages(
