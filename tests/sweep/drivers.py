@@ -1,5 +1,6 @@
 """Sweep drivers as separate processes, for tests that kill them."""
 
+import json
 import os
 import signal
 import subprocess
@@ -30,6 +31,16 @@ def wait_cpus_freed():
 
     total = ray.cluster_resources().get("CPU", 0)
     wait_for(lambda: ray.available_resources().get("CPU", 0) >= total, "the CPUs freed", 120)
+
+
+def finished_trials(experiment_dir):
+    """Trial id -> number of results, for trials whose last result says completed."""
+    out = {}
+    for path in experiment_dir.glob("*/result.json"):
+        lines = path.read_text().splitlines()
+        if lines and json.loads(lines[-1])["status"] == "completed":
+            out[path.parent.name] = len(lines)
+    return out
 
 
 def run(args, timeout_s=300):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.sweep.drivers import cli, gated_sweep, run, wait_cpus_freed, wait_for
+from tests.sweep.drivers import cli, finished_trials, gated_sweep, run, wait_cpus_freed, wait_for
 from versatil.cli_common import run_main
 from versatil.errors import ConfigError
 from versatil.sweep.cli.main import main
@@ -133,16 +133,6 @@ def test_a_race_it_cannot_run_is_refused_at_load_naming_the_field(sweep_config, 
     assert expected in str(error.value)
 
 
-def _finished(experiment_dir):
-    """Trial id -> number of results, for trials whose last result says completed."""
-    out = {}
-    for path in experiment_dir.glob("*/result.json"):
-        lines = path.read_text().splitlines()
-        if lines and json.loads(lines[-1])["status"] == "completed":
-            out[path.parent.name] = len(lines)
-    return out
-
-
 def _committed(experiment_dir, finished, gated):
     """Whether Tune's experiment state (the race's searcher saved with it) holds the trials.
 
@@ -183,7 +173,7 @@ def test_a_race_killed_mid_training_resumes_without_screening_again(ray_cluster,
         experiment_dir = next((tmp_path / "runs").glob("raced-*"))
 
         def waiting():
-            finished = _finished(experiment_dir)
+            finished = finished_trials(experiment_dir)
             return [
                 p
                 for p in experiment_dir.glob("*/result.json")
@@ -192,7 +182,7 @@ def test_a_race_killed_mid_training_resumes_without_screening_again(ray_cluster,
 
         wait_for(waiting, "the gated trial's first result")
         gated = waiting()[0].parent.name
-        before = _finished(experiment_dir)
+        before = finished_trials(experiment_dir)
         wait_for(lambda: _committed(experiment_dir, before, gated), "Tune's state committed")
     finally:
         os.kill(driver.pid, signal.SIGKILL)
@@ -205,7 +195,7 @@ def test_a_race_killed_mid_training_resumes_without_screening_again(ray_cluster,
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "race: the screen's rounds read back; not screened again" in resumed.stdout
     assert "race: screening" not in resumed.stdout
-    after = _finished(experiment_dir)
+    after = finished_trials(experiment_dir)
     for trial_id, results in before.items():
         assert after[trial_id] == results, f"{trial_id} was rerun"
     # The race ran on to its end: the reference at both lrs, and the summary's race lines.

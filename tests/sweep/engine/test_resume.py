@@ -1,6 +1,5 @@
 """``--resume`` after the driver is killed with SIGKILL: finished trials are never rerun."""
 
-import json
 import os
 import signal
 import subprocess
@@ -9,7 +8,7 @@ import time
 import pytest
 import yaml
 
-from tests.sweep.drivers import cli, gated_sweep, wait_cpus_freed
+from tests.sweep.drivers import cli, finished_trials, gated_sweep, wait_cpus_freed
 from tests.sweep.exactly_once import assert_exactly_once
 
 pytestmark = pytest.mark.slow  # sweep drivers as subprocesses
@@ -27,16 +26,6 @@ def sweep_file(tmp_path):
     path = tmp_path / "killed.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-def finished_trials(experiment_dir):
-    """Trial id -> number of results, for trials whose last result says completed."""
-    out = {}
-    for path in experiment_dir.glob("*/result.json"):
-        lines = path.read_text().splitlines()
-        if lines and json.loads(lines[-1])["status"] == "completed":
-            out[path.parent.name] = len(lines)
-    return out
 
 
 def test_resume_after_sigkill_reruns_nothing_finished(ray_cluster, tmp_path):
