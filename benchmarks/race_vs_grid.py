@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from reproducibility import read_answer  # beside this script: its sys.path entry
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -93,17 +94,7 @@ def one_run(sweep: str, algorithm: str, workdir: Path) -> dict[str, Any]:
         (LOGS / f"{workdir.parent.name}-{algorithm}.txt").write_text(run.stdout + run.stderr)
     if run.returncode != 0:
         raise RuntimeError(f"the {algorithm} exited {run.returncode}: {run.stderr[-2000:]}")
-    report_command = [sys.executable, "-m", "versatil.sweep", "report", sweep]
-    report_command += ["--storage-path", str(storage), "--format", "json"]
-    report = subprocess.run(
-        [*report_command, "--output", str(workdir / "report")],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    answer = json.loads(report.stdout)
+    answer = read_answer(sweep, storage, workdir, env)
     verdict = answer["verdict"]
     tied = verdict["tied"]
     return {

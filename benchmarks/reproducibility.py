@@ -116,6 +116,21 @@ SHARED = ("32 + eager", "bf16-true + eager")
 """The settings both of ``two-sweeps``' sweep files hold."""
 
 
+def read_answer(sweep: str, storage: Path, workdir: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The sweep's JSON answer, read back by ``report --format json`` in a new process."""
+    command = [sys.executable, "-m", "versatil.sweep", "report", sweep]
+    command += ["--storage-path", str(storage), "--format", "json"]
+    report = subprocess.run(
+        [*command, "--output", str(workdir / "report")],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(report.stdout)
+
+
 def one_run(sweep: str, workdir: Path) -> dict[str, Any]:
     """Runs the sweep once in ``workdir`` with fresh storage; returns its answer."""
     env = dict(os.environ, PYTHONPATH=str(REPO), MLFLOW_DISABLE_TELEMETRY="true")
@@ -132,17 +147,7 @@ def one_run(sweep: str, workdir: Path) -> dict[str, Any]:
     wall = time.perf_counter() - start
     if run.returncode != 0:
         raise RuntimeError(f"the sweep exited {run.returncode}: {run.stderr[-2000:]}")
-    report_command = [sys.executable, "-m", "versatil.sweep", "report", sweep]
-    report_command += ["--storage-path", str(storage), "--format", "json"]
-    report = subprocess.run(
-        [*report_command, "--output", str(workdir / "report")],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    answer = json.loads(report.stdout)
+    answer = read_answer(sweep, storage, workdir, env)
     verdict = answer["verdict"]
     tied = verdict["tied"]
     return {
