@@ -44,6 +44,7 @@ def _open_driver(uri: str, root: str, sweep_data: dict[str, Any]) -> None:
     """In the driver-like process: opens the parent run and the tracker, as run_sweep does."""
     global _DRIVER
     from versatil.sweep import validate_sweep
+    from versatil.sweep.config.planning import make_plan
     from versatil.sweep.tracking import SweepTracker, open_sweep_run
 
     context = open_sweep_run(
@@ -55,7 +56,7 @@ def _open_driver(uri: str, root: str, sweep_data: dict[str, Any]) -> None:
         objective="val_loss",
         mode="min",
     )
-    _DRIVER = SweepTracker(context, validate_sweep(sweep_data))
+    _DRIVER = SweepTracker(context, make_plan(validate_sweep(sweep_data)).where)
 
 
 def _ready() -> None:

@@ -11,7 +11,7 @@ from versatil.errors import ConfigError
 from versatil.sweep.cli.main import main
 from versatil.sweep.config.load import apply_overrides, load_sweep, validate_sweep
 from versatil.sweep.config.shipped import resolve_config, shipped_sweeps
-from versatil.sweep.engine.space import expand_trials
+from versatil.sweep.config.trials import expand_trials
 
 SWEEPS = sorted((Path(__file__).resolve().parents[3] / "sweeps").glob("*.yaml"))
 EXPECTED_TRIALS = {
@@ -37,6 +37,8 @@ def test_shipped_sweep_validates_and_dry_runs(path, capsys):
     out = capsys.readouterr().out
     assert f"sweep {path.stem!r}: {EXPECTED_TRIALS[path.stem]} trials" in out
     assert out.rstrip().endswith("nothing started")
+    assert "plan (logged as plan.json on the sweep's parent run):" in out
+    assert f"search: {config.search.algorithm}, " in out and "  reference: " in out
     if config.objective.is_multi:
         assert "objectives, ranked as a Pareto set: val_loss (min), samples_per_sec (max)" in out
 
@@ -389,11 +391,12 @@ def test_bad_objectives_name_field_value_and_choices(objective, scheduler, messa
 
 
 def test_a_missing_objective_names_every_missing_metric():
+    from versatil.sweep.config.planning import make_plan
     from versatil.sweep.worker.reports import missing_objective
 
-    config = validate_sweep(
-        {"name": "x", "objective": {"metrics": {"val_loss": "min", "acc": "max"}}}
-    )
+    config = make_plan(
+        validate_sweep({"name": "x", "objective": {"metrics": {"val_loss": "min", "acc": "max"}}})
+    ).trial
     assert missing_objective(config, {"val_loss": 0.1, "acc": 0.9}, ["val_loss", "acc"]) is None
     failed = missing_objective(config, {"val_loss": 0.1}, ["val_loss"])
     assert failed["status"] == "failed" and failed["objective_missing"]
@@ -419,19 +422,19 @@ def test_replicates_are_validated_with_field_value_and_choices():
 
 def test_a_seed_axis_is_the_fits_seed_not_a_task_param():
     from versatil.sweep.config.checks import check_task
-    from versatil.sweep.config.trial import train_config_for
+    from versatil.sweep.config.planning import make_plan
 
     config = validate_sweep(
         {"name": "r", "task": {"name": "reaching"}, "space": {"seed": {"grid": [3, 4]}}}
     )
     check_task(config)  # no "not a param of task" error
-    run = train_config_for({"seed": 4, "precision": "32"}, config)
+    run = make_plan(config).trial.train_config({"seed": 4, "precision": "32"})
     assert run.seed == 4 and "seed" not in run.params
-    assert train_config_for({"precision": "32"}, config).seed == config.trainer.seed
+    assert make_plan(config).trial.train_config({"precision": "32"}).seed == config.trainer.seed
 
 
 def test_a_sweep_lists_the_compute_dtypes_its_device_can_run(sweep_config):
-    from versatil.sweep.config.trial import compute_dtypes
+    from versatil.sweep.config.planning import make_plan
     from versatil.training.spec import DeviceInfo
 
     config = sweep_config(
@@ -442,5 +445,10 @@ def test_a_sweep_lists_the_compute_dtypes_its_device_can_run(sweep_config):
     )
     cpu = DeviceInfo.detect("cpu")
     # 16-mixed cannot run on a CPU: its fp16 is not measured there.
-    assert compute_dtypes(config, cpu) == ["fp32-high", "fp32-highest", "bf16", "fp64"]
-    assert compute_dtypes(sweep_config(), cpu) == ["fp32-highest"]
+    assert make_plan(config).trial.compute_dtypes(cpu) == [
+        "fp32-high",
+        "fp32-highest",
+        "bf16",
+        "fp64",
+    ]
+    assert make_plan(sweep_config()).trial.compute_dtypes(cpu) == ["fp32-highest"]

@@ -9,6 +9,7 @@ import pytest
 import versatil.sweep.results.judgement as judgement_module
 from tests.sweep.results.test_confirmation import ROWS, document
 from versatil.sweep.config.load import validate_sweep
+from versatil.sweep.config.planning import make_plan
 from versatil.sweep.engine.ending import judge_end
 from versatil.sweep.results.verdict import make_verdict
 
@@ -33,7 +34,7 @@ def verdicts(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 
 def test_an_end_without_a_re_timing_makes_one_verdict(verdicts: list[Any]) -> None:
-    config = validate_sweep({"name": "x", "objective": {"metric": "val_loss"}})
+    config = make_plan(validate_sweep({"name": "x", "objective": {"metric": "val_loss"}}))
     concluded = judge_end(config, ROWS, [])
     assert len(verdicts) == 1
     assert concluded.judgement.verdict is verdicts[0]
@@ -41,7 +42,7 @@ def test_an_end_without_a_re_timing_makes_one_verdict(verdicts: list[Any]) -> No
 
 
 def test_a_re_timed_end_makes_its_verdict_again_with_the_rounds(verdicts: list[Any]) -> None:
-    config = validate_sweep({"name": "x", "objective": {"metric": "val_loss"}})
+    config = make_plan(validate_sweep({"name": "x", "objective": {"metric": "val_loss"}}))
     asked: list[list[str]] = []
 
     def retime(found: list[Any]) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def test_a_re_timed_end_makes_its_verdict_again_with_the_rounds(verdicts: list[A
 
 
 def test_a_failed_re_timing_keeps_the_one_verdict(verdicts: list[Any]) -> None:
-    config = validate_sweep({"name": "x", "objective": {"metric": "val_loss"}})
+    config = make_plan(validate_sweep({"name": "x", "objective": {"metric": "val_loss"}}))
     concluded = judge_end(config, ROWS, [], lambda found: None)
     assert len(verdicts) == 1
     assert concluded.judgement.verdict is verdicts[0]

@@ -9,10 +9,16 @@ from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.schedulers.pbt import _PBTTrialState
 
 from tests.sweep.engine.test_space import optuna_generator, started_by_tune
+from versatil.sweep.config.planning import make_plan
+from versatil.sweep.config.trials import expand_trials, reference_point
+from versatil.sweep.engine import tune_objects
 from versatil.sweep.engine.keep_reference import KeepReferenceASHA, KeepReferencePBT
 from versatil.sweep.engine.runner import run_sweep
-from versatil.sweep.engine.space import expand_trials, reference_point
-from versatil.sweep.engine.tune_objects import make_scheduler
+
+
+def make_scheduler(config):
+    return tune_objects.make_scheduler(make_plan(config))
+
 
 SETTINGS = {"precision": ["bf16-mixed", "32"], "compile_mode": ["default", "none"]}
 EAGER_FP32 = {"precision": "32", "compile_mode": "none"}

@@ -3,10 +3,22 @@
 from ray.tune.experiment import Experiment
 
 from versatil.sweep.config.load import load_sweep
+from versatil.sweep.config.planning import make_plan
 from versatil.sweep.config.shipped import shipped_sweeps
-from versatil.sweep.engine.space import build_param_space, expand_trials
-from versatil.sweep.engine.tune_objects import make_searcher as _make_searcher
-from versatil.sweep.engine.tune_objects import num_samples as _num_samples
+from versatil.sweep.config.trials import expand_trials
+from versatil.sweep.engine import space, tune_objects
+
+
+def build_param_space(config):
+    return space.build_param_space(make_plan(config))
+
+
+def _make_searcher(config):
+    return tune_objects.make_searcher(make_plan(config))
+
+
+def _num_samples(config):
+    return make_plan(config).tune_samples
 
 
 def started_by_tune(config):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from mlflow.tracking import MlflowClient
 
 from versatil.sweep.engine.runner import run_sweep
 from versatil.sweep.report.load import load_report
@@ -19,7 +20,7 @@ def run(config):
     return outcome, stream.getvalue()
 
 
-def test_grid_over_enum_axes_is_the_cross_product_with_reasons(ray_cluster, sweep_config):
+def test_grid_over_enum_axes_is_the_cross_product_with_reasons(ray_cluster, sweep_config, tmp_path):
     config = sweep_config(
         space={
             "precision": ["32", "16-mixed", "bf16-true"],
@@ -57,6 +58,14 @@ def test_grid_over_enum_axes_is_the_cross_product_with_reasons(ray_cluster, swee
     assert any(len(seen) > 1 for seen in by_pid.values()), "no worker ran two different trials"
     # The cluster has two worker nodes, and trials ran on both.
     assert len({r.metrics["node_id"] for r in outcome.rows}) == 2
+
+    # The plan the sweep ran, beside its results and on its parent run.
+    plan = json.loads((outcome.experiment_dir / "plan.json").read_text())
+    assert len(plan["trials"]) == 6 and plan["search"]["algorithm"] == "grid"
+    assert plan["reference"]["settings"] == {"precision": "32", "matmul_precision": "highest"}
+    client = MlflowClient(outcome.tracking.tracking_uri)
+    logged = client.download_artifacts(outcome.tracking.parent_run_id, "plan.json", str(tmp_path))
+    assert json.loads(Path(logged).read_text()) == plan
 
 
 def test_asha_stops_poor_trials_early(ray_cluster, sweep_config):

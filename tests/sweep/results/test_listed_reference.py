@@ -6,6 +6,7 @@ import pytest
 
 from tests.sweep.results.test_verdict import row
 from versatil.errors import ConfigError
+from versatil.sweep.config.planning import make_plan
 from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.engine.conclude import sweep_reference
 from versatil.sweep.results.judgement import judge
@@ -34,8 +35,8 @@ def config(precision):
 
 
 def test_the_reference_is_each_settings_axis_at_its_first_listed_value():
-    assert sweep_reference(config(["bf16-mixed", "bf16-true"])) == LISTED
-    assert sweep_reference(config(["bf16-true", "32"])) == ("32", "none", "highest")
+    assert sweep_reference(make_plan(config(["bf16-mixed", "bf16-true"]))) == LISTED
+    assert sweep_reference(make_plan(config(["bf16-true", "32"]))) == ("32", "none", "highest")
 
 
 def test_the_verdict_compares_with_the_listed_reference_and_says_so():

@@ -162,9 +162,9 @@ def test_front_tags_and_verdict_match_the_runs(ray_cluster, mlflow_server, tmp_p
 def test_optuna_samples_several_objectives_and_asha_stops_on_one(ray_cluster, sweep_config):
     from ray.tune.search.optuna import OptunaSearch
 
+    from versatil.sweep.config.planning import make_plan
     from versatil.sweep.engine.runner import run_sweep
-    from versatil.sweep.engine.tune_objects import make_scheduler as _make_scheduler
-    from versatil.sweep.engine.tune_objects import make_searcher as _make_searcher
+    from versatil.sweep.engine.tune_objects import make_scheduler, make_searcher
 
     config = sweep_config(
         name="multi-optuna",
@@ -174,10 +174,10 @@ def test_optuna_samples_several_objectives_and_asha_stops_on_one(ray_cluster, sw
         scheduler={"type": "asha", "metric": "val_loss", "grace_period": 1},
         trainer={"max_epochs": 3, "accelerator": "cpu"},
     )
-    searcher = _make_searcher(config)
+    searcher = make_searcher(make_plan(config))
     assert isinstance(searcher, OptunaSearch)
     assert (searcher.metric, searcher.mode) == (["val_loss", "samples_per_sec"], ["min", "max"])
-    scheduler = _make_scheduler(config)
+    scheduler = make_scheduler(make_plan(config))
     assert (scheduler.metric, scheduler._mode) == ("val_loss", "min")
 
     outcome = run_sweep(config, stream=io.StringIO())

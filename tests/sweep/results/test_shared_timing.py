@@ -6,7 +6,7 @@ from tests.sweep.results.test_confirmation import with_checkpoint
 from tests.sweep.results.test_verdict import row
 from versatil.stats import Estimate
 from versatil.sweep.config.load import validate_sweep
-from versatil.sweep.engine.confirm import retime_resources
+from versatil.sweep.config.planning import make_plan
 from versatil.sweep.results.confirmation import candidates, should_confirm
 from versatil.sweep.results.ranking import dominates_beyond_noise
 from versatil.sweep.results.rows import timed_shared
@@ -96,4 +96,7 @@ def test_the_re_timing_holds_whole_gpus(resources, accelerator, gpus):
     config = validate_sweep(
         {"name": "x", "resources": resources, "trainer": {"accelerator": accelerator}}
     )
-    assert retime_resources(config) == {"num_cpus": resources.get("cpu", 1), "num_gpus": gpus}
+    assert make_plan(config).resources.retime == {
+        "num_cpus": resources.get("cpu", 1),
+        "num_gpus": gpus,
+    }

@@ -2,6 +2,7 @@
 
 from tests.sweep.results.test_target import Record
 from tests.sweep.results.test_verdict import row
+from versatil.sweep.config.planning import make_plan
 from versatil.sweep.engine.conclude import conclude
 from versatil.sweep.engine.tracker import sweep_end
 from versatil.sweep.results.target import target_tags
@@ -14,7 +15,7 @@ def test_each_trial_run_says_whether_it_reached_the_target(sweep_config):
         Record("a", [(1.0, 0.4), (1.0, 0.2)]),  # eager fp32 reaches its own final 0.2
         Record("b", [(0.5, 0.4), (0.5, 0.25)]),  # never within 1% of 0.2
     ]
-    timed, judgement = conclude(config, rows, records)
+    timed, judgement = conclude(make_plan(config), rows, records)
     assert "time_to_target_s" in timed[0].metrics and "time_to_target_s" not in timed[1].metrics
     end = sweep_end(timed, judgement)
     assert end.child_tags["a"]["versatil.target_reached"] == "true"

@@ -239,6 +239,7 @@ def test_the_worker_reports_exactly_todays_keys(monkeypatch):
 
     import versatil.training.hardware.utilization as utilization
     from versatil.sweep.config.load import validate_sweep
+    from versatil.sweep.config.planning import make_plan
     from versatil.sweep.worker.outcome import Resume, ending_result, epoch_report
 
     monitor = types.SimpleNamespace(
@@ -247,7 +248,7 @@ def test_the_worker_reports_exactly_todays_keys(monkeypatch):
     node = types.SimpleNamespace(get_node_id=lambda: "abc123")
     monkeypatch.setattr(ray, "get_runtime_context", lambda: node)
     monkeypatch.setattr(utilization, "utilization_of", lambda trainer: monitor)
-    sweep = validate_sweep({"name": "x", "objective": {"metric": "val_loss"}})
+    sweep = make_plan(validate_sweep({"name": "x", "objective": {"metric": "val_loss"}})).trial
     trainer = types.SimpleNamespace(
         current_epoch=0,
         max_epochs=3,

@@ -8,6 +8,7 @@ import ray
 
 from versatil.errors import ConfigError
 from versatil.sweep.config.load import validate_sweep
+from versatil.sweep.config.planning import make_plan
 from versatil.sweep.worker import tenancy
 from versatil.sweep.worker.gpus import require_given_gpu
 from versatil.sweep.worker.tenancy import DeviceRegistry, gpu_tenancy
@@ -46,9 +47,10 @@ def test_a_holder_is_counted_by_its_own_process(tmp_path):
 
 
 def sweep(gpu, accelerator="cpu"):
-    return validate_sweep(
+    config = validate_sweep(
         {"name": "x", "resources": {"gpu": gpu}, "trainer": {"accelerator": accelerator}}
     )
+    return make_plan(config).trial
 
 
 @pytest.mark.parametrize(("gpu", "shared"), [(0.25, True), (0.5, True), (1, False), (0, False)])

@@ -89,6 +89,7 @@ def _confirm(
     config: SweepConfig, experiment_dir: Path, args: argparse.Namespace, out: TextIO
 ) -> int:
     """Judges the records, re-times the candidates, logs and prints the new verdict."""
+    from versatil.sweep.config.planning import make_plan
     from versatil.sweep.engine.confirm import confirm_candidates
     from versatil.sweep.engine.ending import judge_end
     from versatil.sweep.engine.shipping import connect_with, plan_for
@@ -98,6 +99,7 @@ def _confirm(
     from versatil.sweep.tracking.store import client as mlflow_client
 
     records = read_trials(experiment_dir)
+    plan = make_plan(config)
     shipment = plan_for(config, args.address)  # the task's code, for the re-timing's node
     contexts = []
 
@@ -105,9 +107,9 @@ def _confirm(
         # MLflow first: a store that does not answer fails before the rounds are spent.
         contexts.append(reopen_sweep_run(experiment_dir, args.tracking_uri))
         connect_with(shipment, args.address, out)
-        return confirm_candidates(config, found, out)
+        return confirm_candidates(plan, found, out)
 
-    concluded = judge_end(config, rows_from_records(records, config), records, retime)
+    concluded = judge_end(plan, rows_from_records(records, plan), records, retime)
     if concluded.confirmation is None:  # confirm.enabled is on: fewer than two candidates
         raise ConfigError(
             f"confirm: {experiment_dir.name} has fewer than two finished settings with a "

@@ -103,6 +103,7 @@ def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> Sy
     """Reconciles one sweep invocation's runs with Tune's records in ``experiment_dir``."""
     from versatil.status import TrialStatus
     from versatil.sweep.config.load import validate_sweep
+    from versatil.sweep.config.planning import make_plan
     from versatil.sweep.engine.ending import judge_end
     from versatil.sweep.engine.tracker import make_tracker
     from versatil.sweep.results.records import read_trials, rows_from_records
@@ -116,10 +117,10 @@ def sync_experiment(experiment_dir: Path, tracking_uri: str | None = None) -> Sy
             f"sync: {experiment_dir} holds no {SWEEP_FILE}: it was not written by this "
             "version of versatil"
         )
-    config = validate_sweep(yaml.safe_load(sweep_file.read_text()))
-    tracker = make_tracker(reopen_sweep_run(experiment_dir, tracking_uri), config)
+    plan = make_plan(validate_sweep(yaml.safe_load(sweep_file.read_text())))
+    tracker = make_tracker(reopen_sweep_run(experiment_dir, tracking_uri), plan)
     records = read_trials(experiment_dir)
-    concluded = judge_end(config, rows_from_records(records, config), records)
+    concluded = judge_end(plan, rows_from_records(records, plan), records)
     rows = concluded.rows
     done = close_runs(tracker, rows, records, concluded.end())
     return SyncOutcome(

@@ -10,6 +10,7 @@ import pydantic
 
 from versatil.sweep.config.axes import NumericAxis
 from versatil.sweep.config.limits import check_name
+from versatil.sweep.plan.records import GPU_ACCELERATORS
 from versatil.training.spec import (
     parse_accelerator,
 )
@@ -199,10 +200,6 @@ class SchedulerSection(pydantic.BaseModel):
     quantile_fraction: float = pydantic.Field(
         0.25, gt=0, le=0.5, description="PBT: top/bottom share."
     )
-
-
-GPU_ACCELERATORS = ("gpu", "cuda")
-"""The ``trainer.accelerator`` values that train on a GPU, so a trial must hold one."""
 
 
 class ResourcesSection(pydantic.BaseModel):

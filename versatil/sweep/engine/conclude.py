@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from versatil.sweep.config.reference import reference_settings
-from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.plan import Plan
 from versatil.sweep.results.answer import Setting
 from versatil.sweep.results.judgement import Judgement, judge
 from versatil.sweep.results.rows import TrialRow
@@ -17,7 +16,7 @@ __all__ = ["conclude", "sweep_reference"]
 
 
 def conclude(
-    config: SweepConfig,
+    plan: Plan,
     rows: Sequence[TrialRow],
     records: Sequence[Any],
     confirmation: Mapping[str, Any] | None = None,
@@ -28,13 +27,13 @@ def conclude(
     are judged once, with their times.
 
     Args:
-        config: The sweep.
+        plan: The sweep's plan.
         rows: Its trials.
         records: Tune's records of them (each epoch's time and objective).
         confirmation: The re-timing's rounds, if the candidates were re-timed.
     """
-    objective = config.objective
-    setting = sweep_reference(config)
+    objective = plan.objectives
+    setting = sweep_reference(plan)
     reference = None
     if objective.target is None:
         reference = reference_objective(rows, objective.metric, objective.mode, setting)
@@ -48,11 +47,11 @@ def conclude(
         objective.target,
     )
     judgement = judge(
-        timed, objective.objectives, objective.tolerance, confirmation, target, setting
+        timed, list(objective.objectives), objective.tolerance, confirmation, target, setting
     )
     return timed, judgement
 
 
-def sweep_reference(config: SweepConfig) -> Setting:
+def sweep_reference(plan: Plan) -> Setting:
     """The sweep's reference setting: eager fp32, or its space's first listed values."""
-    return setting_of(reference_settings(config))
+    return setting_of(plan.reference.settings)

@@ -11,38 +11,26 @@ decides the verdict and is logged to MLflow.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.plan import Plan
 from versatil.sweep.results.confirmation import Candidate, candidates, groups, should_confirm
 from versatil.sweep.results.judgement import Judgement
 from versatil.sweep.results.rows import TrialRow
 from versatil.sweep.storage import checkpoint_ref
 
-__all__ = ["confirm_candidates", "confirm_or_explain", "plan", "retime_resources"]
+__all__ = ["confirm_candidates", "confirm_or_explain", "in_contention"]
 
 
-def plan(config: SweepConfig, rows: Sequence[TrialRow], judgement: Judgement) -> list[Candidate]:
+def in_contention(plan: Plan, rows: Sequence[TrialRow], judgement: Judgement) -> list[Candidate]:
     """The candidates to re-time, or none when the sweep's settings say not to."""
-    section = config.confirm
+    section = plan.retiming
     on = section.enabled == "on"  # asked for: the Pareto set's slower settings too
     verdict, front = judgement.verdict, set(judgement.marks)
     found = candidates(verdict, rows, front, section.max_candidates, slower=on)
     return found if should_confirm(verdict, found, section.enabled) else []
-
-
-def retime_resources(config: SweepConfig) -> dict[str, float]:
-    """The re-timing task's Ray resources: a trial's CPUs, and its GPUs rounded up to whole.
-
-    Trials with a fraction of a GPU timed each other on it (their ``throughput_shared``);
-    the re-timing holds whole GPUs, so no trial's task shares them while it times.
-    """
-    resources = config.resources
-    gpus = resources.gpus_for(config.trainer.accelerator)
-    return {"num_cpus": resources.cpu, "num_gpus": math.ceil(gpus) if gpus > 0 else 0}
 
 
 def _retime_task(grouped: list[list[tuple[str, str]]], options: dict[str, Any]) -> dict[str, Any]:
@@ -79,14 +67,15 @@ def _announce(
 
 
 def confirm_candidates(
-    config: SweepConfig, found: Sequence[Candidate], stream: TextIO | None = None
+    plan: Plan, found: Sequence[Candidate], stream: TextIO | None = None
 ) -> dict[str, Any]:
     """Re-times ``found`` (the reference first) in one Ray task; returns the rounds' document.
 
     More than ``confirm.max_candidates`` are re-timed in groups of that size, each with the
     reference first (:func:`~versatil.sweep.results.confirmation.groups`), one after the
     other. Ray must be connected. The task takes one trial's CPUs (``resources.cpu``), so
-    torch computes with the threads a trial had, and whole GPUs (:func:`retime_resources`).
+    torch computes with the threads a trial had, and whole GPUs (the plan's
+    ``resources.retime``).
 
     Returns:
         ``contenders`` (every candidate, the reference first), ``groups`` (each group's
@@ -95,12 +84,12 @@ def confirm_candidates(
     """
     import ray
 
-    section = config.confirm
+    section = plan.retiming
     grouped = groups(found, section.max_candidates)
     if stream is not None:
         print(_announce(found, grouped, section.rounds), file=stream, flush=True)
-    task = ray.remote(**retime_resources(config), max_retries=0)(_retime_task)
-    options = {"rounds": section.rounds, "round_s": section.round_s, "seed": config.trainer.seed}
+    task = ray.remote(**plan.resources.retime, max_retries=0)(_retime_task)
+    options = {"rounds": section.rounds, "round_s": section.round_s, "seed": section.seed}
     refs = [[(c.label, checkpoint_ref(c.checkpoint)) for c in group] for group in grouped]
     start = time.perf_counter()
     rounds = ray.get(task.remote(refs, options))
@@ -109,7 +98,7 @@ def confirm_candidates(
 
 
 def confirm_or_explain(
-    config: SweepConfig, found: Sequence[Candidate], stream: TextIO
+    plan: Plan, found: Sequence[Candidate], stream: TextIO
 ) -> dict[str, Any] | None:
     """:func:`confirm_candidates`, or ``None`` (said on ``stream``) when the re-timing failed.
 
@@ -118,7 +107,7 @@ def confirm_or_explain(
     import ray
 
     try:
-        return confirm_candidates(config, found, stream)
+        return confirm_candidates(plan, found, stream)
     except (ray.exceptions.RayError, OSError, ValueError) as error:
         lines = str(error).strip().splitlines()
         reason = lines[-1] if lines else type(error).__name__

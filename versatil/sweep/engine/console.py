@@ -10,7 +10,7 @@ import time
 from typing import Any, TextIO
 
 from versatil.status import TrialStatus
-from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.plan import Plan
 from versatil.sweep.vocab.report import TrialReport
 from versatil.training.metric_names import DEVICE_TRIALS_MAX, SAMPLES_PER_SEC
 
@@ -20,7 +20,7 @@ __all__ = ["ProgressPrinter", "tune_console_quiet"]
 class ProgressPrinter:
     """Prints one line per reported epoch and per finished trial (a Tune callback)."""
 
-    def __init__(self, config: SweepConfig, stream: TextIO | None = None) -> None:
+    def __init__(self, plan: Plan, stream: TextIO | None = None) -> None:
         from ray import tune
 
         class _Callback(tune.Callback):
@@ -31,7 +31,8 @@ class ProgressPrinter:
                 self._print(f"{trial.trial_id} failed: see {trial.path}")
 
         self.callback = _Callback()
-        self.config = config
+        self.axis_names = plan.axis_names
+        self.objectives = plan.objectives.objectives
         self.stream = stream or sys.stdout  # looked up now: a redirected stdout counts
         self.start = time.perf_counter()
 
@@ -39,7 +40,7 @@ class ProgressPrinter:
         print(f"[{time.perf_counter() - self.start:6.1f}s] {text}", file=self.stream, flush=True)
 
     def _line(self, trial: Any, result: dict[str, Any]) -> None:
-        axes = " ".join(f"{k}={trial.config.get(k)}" for k in self.config.axis_names)
+        axes = " ".join(f"{k}={trial.config.get(k)}" for k in self.axis_names)
         report = TrialReport.from_dict(result)
         status = report.status or ""
         if status in (TrialStatus.INFEASIBLE, TrialStatus.FAILED):
@@ -49,7 +50,7 @@ class ProgressPrinter:
         epoch = (report.epoch or 0) + 1
         values = " ".join(  # top-level keys, as Tune reads the objectives
             f"{metric}={result.get(metric, 0):.4g}"
-            for metric, _ in self.config.objective.objectives
+            for metric, _ in self.objectives
             if metric != SAMPLES_PER_SEC
         )
         speed = f"samples/s={measured.get(SAMPLES_PER_SEC, 0):.0f}"

@@ -16,14 +16,13 @@ from typing import Any, TextIO
 
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
-from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.engine.conclude import conclude, sweep_reference
-from versatil.sweep.engine.confirm import confirm_or_explain, plan
-from versatil.sweep.engine.prepare import Prepared
+from versatil.sweep.engine.confirm import confirm_or_explain, in_contention
+from versatil.sweep.engine.prepared import Prepared
 from versatil.sweep.engine.race import read_screen
 from versatil.sweep.engine.resume import mark_ended
 from versatil.sweep.engine.tracker import SweepEnd, sweep_end
-from versatil.sweep.engine.tune_objects import planned_trials
+from versatil.sweep.plan import Plan
 from versatil.sweep.results.confirmation import Candidate
 from versatil.sweep.results.judgement import Judgement, judge
 from versatil.sweep.results.race import compute_summary, race_summary
@@ -79,7 +78,7 @@ Retime = Callable[[list[Candidate]], "dict[str, Any] | None"]
 
 
 def judge_end(
-    config: SweepConfig,
+    plan: Plan,
     rows: Sequence[TrialRow],
     records: Sequence[TrialRecord],
     retime: Retime | None = None,
@@ -93,63 +92,61 @@ def judge_end(
     with the rounds of all groups, which decide it.
 
     Args:
-        config: The sweep.
+        plan: The sweep's plan.
         rows: One row per trial.
         records: Tune's records of them.
         retime: What re-times candidates; ``None`` keeps the trials' own timing.
         missing: The row whose module did not log the objective: nothing is re-timed.
     """
-    rows, judgement = conclude(config, rows, records)
+    rows, judgement = conclude(plan, rows, records)
     confirmation = None
-    found = plan(config, rows, judgement) if retime is not None and missing is None else []
+    found = in_contention(plan, rows, judgement) if retime is not None and missing is None else []
     if found:
         confirmation = retime(found)
         if confirmation is not None:  # new measurements: the verdict is made with them
-            objective = config.objective
+            objectives = plan.objectives
             target = judgement.verdict.target
-            reference = sweep_reference(config)
+            reference = sweep_reference(plan)
             judgement = judge(
-                rows, objective.objectives, objective.tolerance, confirmation, target, reference
+                rows,
+                list(objectives.objectives),
+                objectives.tolerance,
+                confirmation,
+                target,
+                reference,
             )
     return Concluded(rows, judgement, list(records), confirmation, missing)
 
 
 def conclude_trials(
-    config: SweepConfig, prepared: Prepared, results: Any, stream: TextIO | None
+    plan: Plan, prepared: Prepared, results: Any, stream: TextIO | None
 ) -> Concluded:
     """Rows from Tune's results and records, judged; re-timed when in contention."""
     records = read_trials(prepared.storage.pull(prepared.name))
-    rows = rows_from_results(results, config, records, prepared.storage)
+    rows = rows_from_results(results, plan, records, prepared.storage)
     missing = next((r for r in rows if r.report.objective_missing), None)
     if missing is not None:
         rows = [r if r.report.status is not None else _not_run(r) for r in rows]
 
     def retime(found: list[Candidate]) -> dict[str, Any] | None:
-        return confirm_or_explain(config, found, stream or sys.stdout)
+        return confirm_or_explain(plan, found, stream or sys.stdout)
 
-    concluded = judge_end(config, rows, records, retime, missing)
-    screen = read_screen(prepared.experiment_dir) if config.search.algorithm == "race" else None
+    concluded = judge_end(plan, rows, records, retime, missing)
+    screen = read_screen(prepared.experiment_dir) if plan.search.algorithm == "race" else None
     answer = concluded.judgement.verdict.recommended_setting
     race = race_summary(screen, concluded.rows, answer) if screen is not None else None
     compute = compute_summary(
         concluded.rows,
-        _devices_per_trial(config),
-        planned_trials(config),
+        plan.resources.devices_per_trial,
+        plan.planned_trials,
         screen,
         concluded.confirmation,
     )
     return dataclasses.replace(concluded, race=race, compute=compute)
 
 
-def _devices_per_trial(config: SweepConfig) -> float:
-    """The devices one trial holds: its GPUs (all its workers'), or one CPU device."""
-    resources = config.resources
-    gpus = resources.gpus_for(config.trainer.accelerator) * resources.workers_per_trial
-    return gpus if gpus > 0 else 1.0
-
-
 def end_sweep(
-    config: SweepConfig, prepared: Prepared, tracker: Any, concluded: Concluded
+    plan: Plan, prepared: Prepared, tracker: Any, concluded: Concluded
 ) -> TrackingGap | None:
     """Logs the sweep's end, closes its MLflow run and marks it ended on the storage path.
 
@@ -160,7 +157,7 @@ def end_sweep(
         ConfigError: when the module did not log the objective: the sweep stopped there.
     """
     rows = concluded.rows
-    gap = close_sweep(tracker, rows, concluded.records, concluded.end(), sync_command(config))
+    gap = close_sweep(tracker, rows, concluded.records, concluded.end(), sync_command(plan))
     storage, name = prepared.storage, prepared.name
     if gap is None:  # else its end is not in MLflow yet: --auto-resume would log it
         mark_ended(storage, name, tracker.context.parent_run_id, len(rows))
@@ -175,15 +172,15 @@ def end_sweep(
     return gap
 
 
-def sync_command(config: SweepConfig) -> str:
+def sync_command(plan: Plan) -> str:
     """The command that backfills this sweep's runs from its storage path."""
-    storage = config.location().display()
-    return f"python -m versatil.sweep sync {config.name} --storage-path {storage}"
+    storage = plan.trial.storage().location.display()
+    return f"python -m versatil.sweep sync {plan.name} --storage-path {storage}"
 
 
 def rows_from_results(
     results: Any,
-    config: SweepConfig,
+    plan: Plan,
     records: Sequence[TrialRecord] = (),
     storage: Storage | None = None,
 ) -> list[TrialRow]:
@@ -191,7 +188,7 @@ def rows_from_results(
 
     Args:
         results: Tune's ResultGrid.
-        config: The sweep.
+        plan: The sweep's plan.
         records: Tune's records of the same trials (:func:`read_trials`): every epoch a
             trial reported, before a restore too, where the grid holds the last run's.
         storage: The storage path; on object storage, a row's checkpoint is its place in
@@ -199,7 +196,7 @@ def rows_from_results(
     """
     by_id = {record.trial_id: record for record in records}
     results = list(results)
-    axes = axes_of(config, [result.config or {} for result in results])
+    axes = axes_of(plan.axis_names, [result.config or {} for result in results])
     rows = []
     for result in results:
         metrics = dict(result.metrics or {})
@@ -229,7 +226,7 @@ def rows_from_results(
                 error=error,
                 checkpoint=checkpoint,
                 axes=axes,
-                objective=config.objective.metric,
+                objective=plan.objectives.metric,
             )
         )
     return sorted(rows, key=lambda r: r.trial_id)

@@ -2,14 +2,16 @@
 
 :func:`prepare` does everything a bad input can fail, in an order where each check needs
 only what came before it, so that a bad sweep file, task, ``runtime_env``, storage path or
-tracking store is one clear error with nothing started. :func:`open_tracking` then opens
-the sweep's MLflow run in a thread, overlapping Ray's start.
+tracking store is one clear error with nothing started; it reads the sweep file into its
+plan (:class:`~versatil.sweep.plan.Plan`), which every phase after it reads instead of the
+file. :func:`open_tracking` then opens the sweep's MLflow run in a thread, overlapping
+Ray's start.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
+import json
 import os
 from pathlib import Path
 from typing import Any, TextIO
@@ -17,9 +19,12 @@ from typing import Any, TextIO
 import yaml
 
 from versatil.sweep.config.checks import check_storage, check_task
+from versatil.sweep.config.planning import make_plan
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.engine.prepared import Prepared
 from versatil.sweep.engine.resume import choose_experiment
-from versatil.sweep.engine.shipping import Shipment, plan_for
+from versatil.sweep.engine.shipping import plan_for
+from versatil.sweep.plan import Plan
 from versatil.sweep.storage import Storage, embedded_store_directory
 from versatil.sweep.tracking import (
     PARENT_FILE,
@@ -29,32 +34,9 @@ from versatil.sweep.tracking import (
     open_sweep_run,
     tracking_store,
 )
-from versatil.sweep.vocab.names import SWEEP_FILE
+from versatil.sweep.vocab.names import PLAN_FILE, SWEEP_FILE
 
-__all__ = ["Prepared", "embedded_store", "open_tracking", "prepare"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Prepared:
-    """What a sweep knows before Ray starts.
-
-    Attributes:
-        storage: The storage path, proven writable.
-        name: Tune's experiment name: a new run's, or the one a resume continues.
-        resume: Whether this run continues an earlier one.
-        experiment_dir: The experiment's directory (its local mirror on object storage).
-        tracking_uri: The MLflow store, proven reachable.
-        sweep_yaml: The sweep as validated, as stored and logged.
-        shipment: The task's code for a cluster's nodes (Ray's ``runtime_env``).
-    """
-
-    storage: Storage
-    name: str
-    resume: bool
-    experiment_dir: Path
-    tracking_uri: str
-    sweep_yaml: str
-    shipment: Shipment
+__all__ = ["Prepared", "embedded_store", "open_tracking", "plan_json", "prepare", "say_changes"]
 
 
 def prepare(
@@ -86,38 +68,68 @@ def prepare(
     )
     uri, source = named or (embedded_store(config), "storage_path")
     storage = check_storage(config)  # unwritable: one clear error before Ray starts
-    name, resume = choose_experiment(config, storage, resume, auto_resume, stream)
+    name, resume = choose_experiment(config.name, storage, resume, auto_resume, stream)
     experiment_dir = storage.pull(name)  # the records a resumed run goes on from
     check_server(uri, source=source)
+    plan = make_plan(config, tracking_uri=uri)
     sweep_yaml = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
-    if not resume:  # what `sync` reads back: the sweep as validated, overrides applied
+    if resume:
+        say_changes(plan, experiment_dir / PLAN_FILE, stream)
+    else:  # what `sync` reads back: the sweep as validated, overrides applied; its plan
         storage.write_text(sweep_yaml, name, SWEEP_FILE)
-    return Prepared(storage, name, resume, experiment_dir, uri, sweep_yaml, shipment)
+        storage.write_text(plan_json(plan), name, PLAN_FILE)
+    return Prepared(plan, storage, name, resume, experiment_dir, uri, sweep_yaml, shipment)
 
 
-def open_tracking(
-    config: SweepConfig, prepared: Prepared
-) -> concurrent.futures.Future[TrackingContext]:
+def plan_json(plan: Plan) -> str:
+    """The plan as ``plan.json`` holds it."""
+    return json.dumps(plan.as_dict(), indent=2) + "\n"
+
+
+def say_changes(plan: Plan, earlier: Path, stream: TextIO | None) -> list[str]:
+    """Says on ``stream`` what differs between ``plan`` and the plan the resumed run made.
+
+    The resumed run goes on with ``plan``; the trials it finished keep what they ran with.
+
+    Returns:
+        One line per changed field (none when the plans agree or the run kept no plan).
+    """
+    if not earlier.is_file():
+        return []
+    changes = plan.changes(json.loads(earlier.read_text()))
+    if changes and stream is not None:
+        print(
+            f"resume: the plan differs from the one {earlier.parent.name} started with "
+            f"({len(changes)} changes; finished trials keep theirs): " + "; ".join(changes),
+            file=stream,
+            flush=True,
+        )
+    return changes
+
+
+def open_tracking(prepared: Prepared) -> concurrent.futures.Future[TrackingContext]:
     """Opens the sweep's MLflow run in a thread; its future gives the run.
 
     Opening MLflow (imports, a new store's schema) overlaps starting Ray, Tune and the
     first workers' imports: the driver logs the first result only seconds later.
     """
-    storage = prepared.storage
+    storage, plan = prepared.storage, prepared.plan
+    objectives = plan.objectives
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow")
     opening = pool.submit(
         _open_sweep_run,
         storage,
         tracking_uri=prepared.tracking_uri,
-        experiment=config.experiment_name,
+        experiment=plan.where.experiment,
         experiment_dir=prepared.experiment_dir,
         experiment_uri=storage.display(prepared.name),
-        storage_dir=None if storage.remote else config.storage_dir(),
+        storage_dir=None if storage.remote else Path(plan.where.storage_path),
         sweep_yaml=prepared.sweep_yaml,
-        objective=config.objective.metric,
-        mode=config.objective.mode,
-        objectives=config.objective.objectives,
-        tolerance=config.objective.tolerance,
+        plan_json=plan_json(plan),
+        objective=objectives.metric,
+        mode=objectives.mode,
+        objectives=list(objectives.objectives),
+        tolerance=objectives.tolerance,
     )
     pool.shutdown(wait=False)
     return opening

@@ -22,11 +22,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from versatil.stats import Estimate
-from versatil.sweep.config.reference import reference_settings
-from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.engine.confirm import retime_resources
-from versatil.sweep.engine.prepare import Prepared
-from versatil.sweep.engine.space import expand_trials
+from versatil.sweep.engine.prepared import Prepared
+from versatil.sweep.plan import Plan, TrialPlan
 from versatil.sweep.results.elimination import (
     EliminationRule,
     screen_speedup,
@@ -40,7 +37,6 @@ from versatil.sweep.vocab.names import RACE_ARTIFACT
 
 __all__ = [
     "make_race_searcher",
-    "race_points",
     "race_stages",
     "read_screen",
     "run_screen",
@@ -52,27 +48,22 @@ MIN_ROUNDS = 6
 """Rounds before the screen may stop early: a median's 95% interval needs six."""
 
 
-def race_points(config: SweepConfig) -> list[dict[str, Any]]:
-    """Every trial the race may train: the grid's, each configuration once per seed."""
-    return expand_trials(config, draw=True)
-
-
 def _label(setting: Sequence[str], show_matmul: bool) -> str:
     from versatil.training.spec import setting_label
 
     return setting_label(*setting, show_matmul=show_matmul)
 
 
-def screen_contenders(config: SweepConfig) -> list[tuple[str, dict[str, Any]]]:
+def screen_contenders(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     """One point per setting, the reference's first, all at the reference's first params.
 
     Every setting is screened with the same task params and seed (the first trial of
     the reference), so each starts from the same initial weights on the same batches.
     """
-    points = race_points(config)
-    wanted = reference_settings(config)
+    points = [dict(p) for p in plan.points]  # the grid's, each configuration once per seed
+    wanted = plan.reference.settings
     first = next(p for p in points if all(p.get(k) == v for k, v in wanted.items()))
-    matmul = [v for v in config.space.get("matmul_precision", []) if v != "none"]
+    matmul = [v for v in plan.space.get("matmul_precision", ()) if v != "none"]
     show = bool(matmul)
     out, seen = [], set()
     for point in [first, *points]:
@@ -86,16 +77,15 @@ def screen_contenders(config: SweepConfig) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _screen_task(
-    contenders: list[tuple[str, dict[str, Any]]], sweep: SweepConfig, options: dict[str, Any]
+    contenders: list[tuple[str, dict[str, Any]]], plan: TrialPlan, options: dict[str, Any]
 ) -> dict[str, Any]:
     """Runs in a Ray worker: the feasible settings' rounds, as plain values."""
     from versatil.cli_common import quiet_libraries
-    from versatil.sweep.config.trial import train_config_for
     from versatil.training.retime import screen
     from versatil.training.spec import DeviceInfo
 
     quiet_libraries()
-    configs = [(label, train_config_for(point, sweep)) for label, point in contenders]
+    configs = [(label, plan.train_config(point)) for label, point in contenders]
     device = DeviceInfo.detect(configs[0][1].accelerator)
     infeasible = {}
     feasible = []
@@ -121,7 +111,7 @@ def _screen_task(
         feasible,
         rounds=options["rounds"],
         round_s=options["round_s"],
-        seed=sweep.trainer.seed,
+        seed=plan.seed,
         after_round=after_round,
     )
     return {**document, **timed.as_dict()}
@@ -158,7 +148,7 @@ def _summarize(document: dict[str, Any], contenders: list[tuple[str, dict[str, A
     document["groups"] = tie_groups(rates, reference, racing) if reference else []
 
 
-def run_screen(config: SweepConfig, prepared: Prepared, stream: TextIO) -> dict[str, Any]:
+def run_screen(plan: Plan, prepared: Prepared, stream: TextIO) -> dict[str, Any]:
     """The race's screen: read back when resuming, else run as one Ray task and written.
 
     Ray must be connected. The document is written to ``race/screen.json`` in the
@@ -170,8 +160,10 @@ def run_screen(config: SweepConfig, prepared: Prepared, stream: TextIO) -> dict[
         return found
     import ray
 
-    contenders = screen_contenders(config)
-    section = config.search.race
+    contenders = screen_contenders(plan)
+    section = plan.search.race
+    if section is None:
+        raise ValueError(f"sweep {plan.name!r} is not a race: it has no screen")
     print(
         f"race: screening {len(contenders)} settings from initial weights in paired, "
         f"interleaved rounds on one device (at most {section.rounds}; a setting slower than "
@@ -179,10 +171,10 @@ def run_screen(config: SweepConfig, prepared: Prepared, stream: TextIO) -> dict[
         file=stream,
         flush=True,
     )
-    task = ray.remote(**retime_resources(config), max_retries=0)(_screen_task)
+    task = ray.remote(**plan.resources.retime, max_retries=0)(_screen_task)
     options = {"alpha": section.alpha, "rounds": section.rounds, "round_s": section.round_s}
     try:
-        document = ray.get(task.remote(contenders, config, options))
+        document = ray.get(task.remote(contenders, plan.trial, options))
     except (ray.exceptions.RayError, OSError, ValueError) as error:
         lines = str(error).strip().splitlines()
         reason = (lines[-1] if lines else type(error).__name__)[:300]
@@ -247,24 +239,24 @@ def race_stages(
     return [stage for stage in stages if stage]
 
 
-def make_race_searcher(config: SweepConfig, document: Mapping[str, Any]) -> Any:
+def make_race_searcher(plan: Plan, document: Mapping[str, Any]) -> Any:
     """The training phase's searcher, its stages ordered by the screen."""
     from versatil.sweep.engine.race_search import RaceSearcher  # imports Ray
 
-    points = race_points(config)
+    points = [dict(p) for p in plan.points]
     speedups = {}
     for entry in document.get("settings", []):
         found = entry.get("speedup")
         if found is not None:
             speedups[tuple(entry["setting"])] = Estimate(*found, n=entry["paired_rounds"])
-    reference = setting_of(reference_settings(config))
+    objectives = plan.objectives
     return RaceSearcher(
         race_stages(document, points),
         speedups,
-        reference,
-        config.objective.metric,
-        config.objective.mode,
-        config.objective.tolerance,
-        axes_of(config, points),
-        config.replicate_seeds(),
+        setting_of(plan.reference.settings),
+        objectives.metric,
+        objectives.mode,
+        objectives.tolerance,
+        axes_of(plan.axis_names, points),
+        list(plan.search.seeds),
     )

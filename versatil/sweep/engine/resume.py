@@ -13,7 +13,6 @@ import time
 from typing import TextIO
 
 from versatil.errors import ConfigError
-from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.storage import Storage
 from versatil.sweep.vocab import names
 
@@ -36,7 +35,7 @@ def interrupted(storage: Storage, name: str) -> bool:
 
 
 def choose_experiment(
-    config: SweepConfig,
+    sweep: str,
     storage: Storage,
     resume: bool,
     auto_resume: bool,
@@ -45,7 +44,7 @@ def choose_experiment(
     """The experiment directory's name to run in, and whether it is resumed.
 
     Args:
-        config: The validated sweep.
+        sweep: The sweep's name.
         storage: Its storage path.
         resume: ``--resume``: the latest restorable run, or a :class:`ConfigError`.
         auto_resume: ``--auto-resume``: the latest run if it was interrupted, else a new one.
@@ -54,12 +53,12 @@ def choose_experiment(
     Raises:
         ConfigError: With ``resume``, when no earlier run can be restored.
     """
-    earlier = names.experiment_names(storage.directories(), config.name)
+    earlier = names.experiment_names(storage.directories(), sweep)
     if resume:
         previous = [name for name in earlier if can_restore(storage, name)]
         if not previous:
             raise ConfigError(
-                f"--resume: no earlier run of sweep {config.name!r} under "
+                f"--resume: no earlier run of sweep {sweep!r} under "
                 f"{storage.display()} to resume; run it without --resume first"
             )
         return previous[-1], True
@@ -69,8 +68,8 @@ def choose_experiment(
             print(f"--auto-resume: resuming the interrupted run {where}", file=stream)
         return earlier[-1], True
     if auto_resume and stream is not None:
-        print(f"--auto-resume: no interrupted run of {config.name!r}; starting one", file=stream)
-    return names.experiment_dir_name(config.name), False
+        print(f"--auto-resume: no interrupted run of {sweep!r}; starting one", file=stream)
+    return names.experiment_dir_name(sweep), False
 
 
 def mark_ended(storage: Storage, name: str, parent_run_id: str | None, trials: int) -> None:

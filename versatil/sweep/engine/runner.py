@@ -6,7 +6,8 @@ Nothing here imports torch or Lightning; the trials do, in their (reused) worker
 
 1. **prepare** (:mod:`~versatil.sweep.engine.prepare`): everything bad input can fail,
    before anything starts: the task's params, the code to ship, the tracking store, the
-   storage path, the experiment to start or resume.
+   storage path, the experiment to start or resume; and the sweep file read into its
+   plan (:class:`~versatil.sweep.plan.Plan`), the one input of every phase after it.
 2. **track**: the sweep's MLflow run opens in a thread, while Ray starts.
 3. **connect** (:mod:`~versatil.sweep.engine.shipping`): join the cluster (or start a
    local Ray) with the task's code.
@@ -159,25 +160,27 @@ def run_sweep(
         tracking_uri=tracking_uri,
         stream=stream,
     )
+    # From here on, every phase reads the plan prepare made, not the sweep file.
+    plan = prepared.plan
     # 2. track: MLflow opens while Ray starts (the first result comes seconds later).
-    opening = open_tracking(config, prepared)
+    opening = open_tracking(prepared)
     # 3. connect: the task's code travels with the connection (Ray's runtime_env).
     connect_with(prepared.shipment, address, stream or sys.stdout)
     storage, name = prepared.storage, prepared.name
-    tracker = make_tracker(opening, config, functools.partial(_records_now, storage, name))
+    tracker = make_tracker(opening, plan, functools.partial(_records_now, storage, name))
     # 4. train: every trial, or the rest of them when resuming. A race screens first.
     screen = None
-    if config.search.algorithm == "race":
-        screen = run_screen(config, prepared, stream or sys.stdout)
-    results = train(config, prepared, tracker, callbacks, stream, on_start, screen)
+    if plan.search.algorithm == "race":
+        screen = run_screen(plan, prepared, stream or sys.stdout)
+    results = train(plan, prepared, tracker, callbacks, stream, on_start, screen)
     # 5. conclude: rows from Tune's records, judged; the re-timing decides the verdict.
-    concluded = conclude_trials(config, prepared, results, stream)
+    concluded = conclude_trials(plan, prepared, results, stream)
     # 6. end: nothing below needs Ray, so it may go first (Tune's objects before it).
     releasing = None
     if release_ray:
         del results
         releasing = release_ray_in_background()
-    gap = end_sweep(config, prepared, tracker, concluded)
+    gap = end_sweep(plan, prepared, tracker, concluded)
     return SweepOutcome(
         experiment_dir=prepared.experiment_dir,
         rows=concluded.rows,

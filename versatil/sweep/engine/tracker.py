@@ -14,8 +14,7 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.stats import Estimate
-from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.config.trial import train_config_for
+from versatil.sweep.plan import Plan
 from versatil.sweep.results.confirmation import round_metrics
 from versatil.sweep.results.hardware import CEILINGS_ARTIFACT, ceiling_metrics, ceilings_of
 from versatil.sweep.results.judgement import Judgement, summary_text
@@ -35,14 +34,14 @@ __all__ = ["make_tracker", "pareto_aliases", "recommended_tags", "sweep_end", "v
 
 def make_tracker(
     opening: TrackingContext | concurrent.futures.Future,
-    config: SweepConfig,
+    plan: Plan,
     records: Callable[[], Sequence[TrialRecord]] | None = None,
 ) -> SweepTracker:
     """The sweep's tracker; with ``records`` (Tune's, read fresh), an outage is backfilled."""
 
     def resolve(axes: Mapping[str, Any]) -> Any | None:
         try:
-            return train_config_for(dict(axes), config)
+            return plan.trial.train_config(axes)
         except ConfigError:  # the trial fails with this message; its axes alone are logged
             return None
 
@@ -52,7 +51,7 @@ def make_tracker(
         def recover(tracker: SweepTracker) -> None:
             backfill(tracker, records(), close=False)
 
-    return SweepTracker(opening, config, resolve=resolve, recover=recover)
+    return SweepTracker(opening, plan.where, resolve=resolve, recover=recover)
 
 
 def sweep_end(

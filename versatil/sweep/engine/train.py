@@ -12,17 +12,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from versatil.sweep.config.schema import SweepConfig
 from versatil.sweep.engine.console import ProgressPrinter, tune_console_quiet
-from versatil.sweep.engine.prepare import Prepared
-from versatil.sweep.engine.race import make_race_searcher, race_points
+from versatil.sweep.engine.prepared import Prepared
+from versatil.sweep.engine.race import make_race_searcher
 from versatil.sweep.engine.space import build_param_space
-from versatil.sweep.engine.tune_objects import (
-    make_scheduler,
-    make_searcher,
-    num_samples,
-    objective_stopper,
-)
+from versatil.sweep.engine.tune_objects import make_scheduler, make_searcher, objective_stopper
+from versatil.sweep.plan import Plan
 from versatil.sweep.results.records import read_trials
 from versatil.sweep.tracking import backfill
 from versatil.sweep.worker import run_trial
@@ -31,7 +26,7 @@ __all__ = ["train"]
 
 
 def train(
-    config: SweepConfig,
+    plan: Plan,
     prepared: Prepared,
     tracker: Any,
     callbacks: Sequence[Any],
@@ -42,7 +37,7 @@ def train(
     """Runs the sweep's trials (or the rest of them, resuming) and returns Tune's ResultGrid.
 
     Args:
-        config: The sweep.
+        plan: The sweep's plan.
         prepared: What :func:`~versatil.sweep.engine.prepare.prepare` chose.
         tracker: The sweep's MLflow tracker (its live callback logs each result).
         callbacks: Extra Tune callbacks.
@@ -55,9 +50,9 @@ def train(
 
     from versatil.sweep.engine.callbacks import registered
 
-    progress = ProgressPrinter(config, stream)
+    progress = ProgressPrinter(plan, stream)
     live_callbacks = [progress.callback, tracker.callback(), *callbacks]
-    tuner = _tuner(config, prepared, tracker, screen)
+    tuner = _tuner(plan, prepared, tracker, screen)
     if on_start is not None:
         on_start(prepared.experiment_dir)
     # Tune warns about every trial without results; the summary reports those trials.
@@ -70,29 +65,25 @@ def train(
         raise
 
 
-def _trainable(config: SweepConfig) -> Any:
-    """The worker's trial function with the sweep bound and the sweep's resources."""
+def _trainable(plan: Plan) -> Any:
+    """The worker's trial function with the trial's plan bound and the sweep's resources."""
     from ray import tune
 
-    resources = config.resources
-    # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
-    distributed = resources.workers_per_trial > 1
-    gpus = resources.gpus_for(config.trainer.accelerator)  # one by default with gpu or cuda
+    resources = plan.resources
+    cache = plan.trial.compile_cache_dir()
     return tune.with_resources(
         tune.with_parameters(
             run_trial,
-            # Absolute: a worker's working directory is its trial's, not the driver's.
-            sweep=config.model_copy(update={"storage_path": _absolute(config)}),
+            plan=plan.trial,
             # On the storage path every node shares: each graph compiles once per cluster.
-            compile_cache=str(config.compile_cache_dir()) if config.trainer.compile_cache else None,
+            compile_cache=str(cache) if cache is not None else None,
         ),
-        {"cpu": 0.01} if distributed else {"cpu": resources.cpu, "gpu": gpus},
+        # A data-parallel trial only coordinates; its Ray Train workers hold the resources.
+        {"cpu": 0.01} if resources.distributed else {"cpu": resources.cpu, "gpu": resources.gpus},
     )
 
 
-def _tuner(
-    config: SweepConfig, prepared: Prepared, tracker: Any, screen: dict[str, Any] | None
-) -> Any:
+def _tuner(plan: Plan, prepared: Prepared, tracker: Any, screen: dict[str, Any] | None) -> Any:
     """A new Tuner, or the one a resumed sweep restores from its storage path."""
     from ray import tune
 
@@ -107,27 +98,27 @@ def _tuner(
         where = storage.tune_arguments(name)
         return tune.Tuner.restore(
             where["storage_path"],
-            _trainable(config),
+            _trainable(plan),
             resume_unfinished=True,
             resume_errored=True,
             storage_filesystem=where.get("storage_filesystem"),
         )
-    racing = screen is not None
+    racing, objectives = screen is not None, plan.objectives
     return tune.Tuner(
-        _trainable(config),
+        _trainable(plan),
         # A race's searcher gives whole points: it has no space of its own to sample.
-        param_space={} if racing else build_param_space(config),
+        param_space={} if racing else build_param_space(plan),
         tune_config=tune.TuneConfig(
             # Several objectives: the searcher and scheduler hold theirs (see above).
-            metric=None if config.objective.is_multi else config.objective.metric,
-            mode=None if config.objective.is_multi else config.objective.mode,
-            search_alg=make_race_searcher(config, screen) if racing else make_searcher(config),
-            scheduler=make_scheduler(config),
-            num_samples=len(race_points(config)) if racing else num_samples(config),
+            metric=None if objectives.is_multi else objectives.metric,
+            mode=None if objectives.is_multi else objectives.mode,
+            search_alg=make_race_searcher(plan, screen) if racing else make_searcher(plan),
+            scheduler=make_scheduler(plan),
+            num_samples=len(plan.points) if racing else plan.tune_samples,
             # Searchers get Tune's ConcurrencyLimiter; generators limit themselves.
             max_concurrent_trials=(
-                config.max_concurrent_trials
-                if config.search.algorithm in ("optuna", "race")
+                plan.resources.max_concurrent_trials
+                if plan.search.algorithm in ("optuna", "race")
                 else None
             ),
             # Warm workers: a worker process pays the torch/Lightning imports once
@@ -143,16 +134,10 @@ def _tuner(
             callbacks=[DriverCallbacks(name), CsvLogger(), JsonLogger()],
             # PBT exploits other trials' older checkpoints: keep them all there.
             checkpoint_config=tune.CheckpointConfig(
-                num_to_keep=None if config.scheduler.type == "pbt" else 2
+                num_to_keep=None if plan.scheduler.type == "pbt" else 2
             ),
-            failure_config=tune.FailureConfig(max_failures=config.max_failures),
+            failure_config=tune.FailureConfig(max_failures=plan.resources.max_failures),
             stop=objective_stopper(),
             verbose=0,
         ),
     )
-
-
-def _absolute(config: SweepConfig) -> str:
-    """The storage path as every process reads it: absolute, or the URI as given."""
-    location = config.location()
-    return location.value if location.remote else str(location.directory())

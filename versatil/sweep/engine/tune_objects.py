@@ -4,94 +4,69 @@ from __future__ import annotations
 
 from typing import Any
 
-from versatil.sweep.config.axes import NumericAxis
-from versatil.sweep.config.reference import compares_settings, reference_settings
-from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.engine.space import (
-    grid_points,
-    numeric_domain,
-    reference_point,
-    replicate_points,
-)
+from versatil.sweep.engine.space import numeric_domain
+from versatil.sweep.plan import Plan, Sampled
 from versatil.sweep.vocab.keys import SEED
 from versatil.sweep.vocab.report import TrialReport
 
 __all__ = [
     "make_scheduler",
     "make_searcher",
-    "num_samples",
     "objective_stopper",
-    "planned_trials",
 ]
 
 
 # Registries of lazy imports: a sweep that uses FIFO never imports optuna.
-def make_searcher(config: SweepConfig) -> Any:
+def make_searcher(plan: Plan) -> Any:
     """The sweep's searcher: Optuna, or Tune's generator for random and grid search.
 
-    Optuna and random search suggest the reference first (:func:`reference_point`, given
-    as Tune's ``points_to_evaluate``), so the sweep trains its baseline whatever the
+    Optuna and random search suggest the reference first (the plan's ``first``, given as
+    Tune's ``points_to_evaluate``), so the sweep trains its baseline whatever the
     searcher's choices. With replicates, Optuna's suggestions are repeated by Tune's
     ``Repeater`` (Optuna sees each configuration's mean over its seeds), the reference's
     among them, and grid and random sweeps are given their trials as points, each
-    configuration once per seed (:func:`replicate_points`).
+    configuration once per seed (the plan's ``points``).
     """
-    first = reference_point(config)
-    points = None if first is None else [first]
-    if config.search.algorithm == "optuna":
+    search, objectives = plan.search, plan.objectives
+    points = None if plan.first is None else [dict(plan.first)]
+    if search.algorithm == "optuna":
         from ray.tune.search.optuna import OptunaSearch
 
-        searcher = OptunaSearch if config.replicates > 1 else _seeds_apart(config.trainer.seed)
-        if config.objective.is_multi:  # Optuna's multi-objective sampler; not via TuneConfig
-            metrics, modes = zip(*config.objective.objectives, strict=True)
+        searcher = OptunaSearch if search.replicates > 1 else _seeds_apart(plan.trial.seed)
+        if objectives.is_multi:  # Optuna's multi-objective sampler; not via TuneConfig
+            metrics, modes = zip(*objectives.objectives, strict=True)
             optuna = searcher(
                 metric=list(metrics),
                 mode=list(modes),
-                seed=config.search.seed,
+                seed=search.seed,
                 points_to_evaluate=points,
             )
         else:
-            optuna = searcher(seed=config.search.seed, points_to_evaluate=points)
-        if config.replicates == 1:
+            optuna = searcher(seed=search.seed, points_to_evaluate=points)
+        if search.replicates == 1:
             return optuna
-        return _seeded_repeater(optuna, config.replicate_seeds())
+        return _seeded_repeater(optuna, list(search.seeds))
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
     # Tune ignores TuneConfig.max_concurrent_trials for a generator it is handed: the
     # generator itself takes the limit.
-    limit = config.max_concurrent_trials or 0
-    if config.replicates > 1:
+    limit = plan.resources.max_concurrent_trials or 0
+    if search.replicates > 1:
         return BasicVariantGenerator(
-            points_to_evaluate=replicate_points(config),
-            random_state=config.search.seed,
+            points_to_evaluate=[dict(p) for p in plan.points],
+            random_state=search.seed,
             max_concurrent=limit,
         )
-    if config.search.algorithm == "random":
+    if search.algorithm == "random":
         return BasicVariantGenerator(
-            points_to_evaluate=points, random_state=config.search.seed, max_concurrent=limit
+            points_to_evaluate=points, random_state=search.seed, max_concurrent=limit
         )
-    # Grid: every combination given as a point, in the order of grid_points (each
+    # Grid: every combination given as a point, in the order of the plan's grid (each
     # compiled graph first once, then its repeats); sampled axes are drawn per point.
-    points = grid_points(config) * config.search.num_samples
+    points = [dict(p) for p in plan.grid] * search.num_samples
     return BasicVariantGenerator(
-        points_to_evaluate=points, random_state=config.search.seed, max_concurrent=limit
+        points_to_evaluate=points, random_state=search.seed, max_concurrent=limit
     )
-
-
-def planned_trials(config: SweepConfig) -> int:
-    """The trials the sweep's space holds: Tune's sample count (a race trains fewer)."""
-    if config.search.algorithm == "race":
-        return len(replicate_points(config))
-    return num_samples(config)
-
-
-def num_samples(config: SweepConfig) -> int:
-    """Tune's ``num_samples``: a grid sweep's points each take one sample; times replicates."""
-    if config.replicates > 1 and config.search.algorithm != "optuna":
-        return len(replicate_points(config))
-    if config.search.crosses_settings:
-        return len(grid_points(config)) * config.search.num_samples
-    return config.search.num_samples * config.replicates
 
 
 def _seeds_apart(base_seed: int) -> Any:
@@ -135,25 +110,26 @@ def _seeded_repeater(searcher: Any, seeds: list[int]) -> Any:
     return SeededRepeater(searcher, repeat=len(seeds), set_index=True)
 
 
-def make_scheduler(config: SweepConfig) -> Any:
+def make_scheduler(plan: Plan) -> Any:
     """The sweep's trial scheduler (ASHA or PBT), or ``None`` for FIFO.
 
     Both keep the reference (:mod:`versatil.sweep.engine.keep_reference`): in a sweep that
     compares settings, the first configuration with the reference's settings trains its
     whole budget, never stopped early by ASHA nor exploited by PBT.
     """
-    section = config.scheduler
+    section = plan.scheduler
     # One objective: TuneConfig passes it on. Several: the scheduler gets its own one.
-    metric, mode = config.scheduler_objective
-    own: dict[str, Any] = {"metric": metric, "mode": mode} if config.objective.is_multi else {}
+    own: dict[str, Any] = {}
+    if plan.objectives.is_multi:
+        own = {"metric": section.metric, "mode": section.mode}
     if section.type in ("asha", "pbt"):
-        own["reference"] = reference_settings(config) if compares_settings(config) else None
+        own["reference"] = dict(plan.reference.settings) if plan.reference.compares else None
     if section.type == "asha":
         from versatil.sweep.engine.keep_reference import KeepReferenceASHA
 
         return KeepReferenceASHA(
-            time_attr="training_iteration",
-            max_t=config.trainer.max_epochs,
+            time_attr=section.time_attr,
+            max_t=section.max_t,
             grace_period=section.grace_period,
             reduction_factor=section.reduction_factor,
             **own,
@@ -162,10 +138,10 @@ def make_scheduler(config: SweepConfig) -> Any:
         from versatil.sweep.engine.keep_reference import KeepReferencePBT
 
         return KeepReferencePBT(
-            time_attr="training_iteration",
+            time_attr=section.time_attr,
             perturbation_interval=section.perturbation_interval,
             hyperparam_mutations={
-                name: numeric_domain(axis) if isinstance(axis, NumericAxis) else axis
+                name: numeric_domain(axis) if isinstance(axis, Sampled) else axis
                 for name, axis in section.hyperparam_mutations.items()
             },
             quantile_fraction=section.quantile_fraction,

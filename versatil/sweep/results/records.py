@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from versatil.sweep.plan import Plan
 from versatil.sweep.results.rows import TrialRow, make_row
 from versatil.sweep.vocab.keys import SEED
 from versatil.sweep.vocab.report import TrialReport
@@ -153,15 +154,15 @@ def row_from_record(record: TrialRecord, axes: Sequence[str], objective: str) ->
     )
 
 
-def axes_of(config: Any, trial_configs: Sequence[Mapping[str, Any]]) -> list[str]:
+def axes_of(axis_names: Sequence[str], trial_configs: Sequence[Mapping[str, Any]]) -> list[str]:
     """The sweep's axes, with ``seed`` where a trial has one (a repeated suggestion's)."""
-    axes = list(config.axis_names)
+    axes = list(axis_names)
     if SEED not in axes and any(SEED in c for c in trial_configs):
         axes.append(SEED)
     return axes
 
 
-def rows_from_records(records: Sequence[TrialRecord], config: Any) -> list[TrialRow]:
+def rows_from_records(records: Sequence[TrialRecord], plan: Plan) -> list[TrialRow]:
     """Summary rows of a sweep from Tune's records alone (no Ray, no tracking store)."""
-    axes = axes_of(config, [r.config for r in records])
-    return [row_from_record(record, axes, config.objective.metric) for record in records]
+    axes = axes_of(plan.axis_names, [r.config for r in records])
+    return [row_from_record(record, axes, plan.objectives.metric) for record in records]

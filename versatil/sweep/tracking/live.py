@@ -18,6 +18,7 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
+from versatil.sweep.plan.records import Where
 from versatil.sweep.tracking.child_run import ChildRun
 from versatil.sweep.tracking.store import (
     TrackingContext,
@@ -44,7 +45,8 @@ class SweepTracker:
     Args:
         opening: The parent run, or the future of it being opened: trials start while
             it opens, and the first logging call waits for it.
-        sweep: The sweep: its ``mlflow`` section says which checkpoints to log and register.
+        where: Where the sweep's runs go: which checkpoints to log (``log_checkpoints``)
+            and the model to register them as (``register``).
         resolve: A trial's axes -> its run configuration (params and settings to log), or
             ``None`` when the axes do not resolve (the trial fails; its axes alone are logged).
         recover: Called when a store that stopped answering answers again, to log what it
@@ -54,12 +56,12 @@ class SweepTracker:
     def __init__(
         self,
         opening: TrackingContext | concurrent.futures.Future,
-        sweep: Any,
+        where: Where,
         resolve: Callable[[Mapping[str, Any]], Any | None] | None = None,
         recover: Callable[[SweepTracker], Any] | None = None,
     ) -> None:
         self._opening = opening
-        self.sweep = sweep
+        self.where = where
         self._resolve = resolve or (lambda axes: None)
         self._recover = recover
         self._client: Any = None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from versatil.status import MLFLOW_FINISHED, MLFLOW_RUNNING, TrialStatus
+from versatil.sweep.plan.records import Where
 from versatil.sweep.storage import local_checkpoint
 from versatil.sweep.tracking.child_run import log_checkpoint
 from versatil.sweep.tracking.live import SweepTracker
@@ -303,14 +304,12 @@ def log_end(client: Any, parent: str, runs: Mapping[str, Any], end: SweepEnd) ->
     client.log_text(parent, end.summary, "summary.txt")
 
 
-def _chosen(sweep: Any, rows: Sequence[Any], end: SweepEnd) -> list[Any]:
+def _chosen(where: Where, rows: Sequence[Any], end: SweepEnd) -> list[Any]:
     """The rows whose checkpoints are logged: ``mlflow.log_checkpoints``, and the registered."""
     best = end.best
-    chosen = {"all": list(rows), "best": [best] if best else [], "none": []}[
-        sweep.mlflow.log_checkpoints
-    ]
+    chosen = {"all": list(rows), "best": [best] if best else [], "none": []}[where.log_checkpoints]
     registered = []
-    if sweep.mlflow.register:
+    if where.register:
         aliased = _aliased(end)
         registered = [r for r in rows if r.trial_id in aliased]
     for row in registered:
@@ -330,9 +329,9 @@ def _log_models(
     the end names no trial for is dropped; one whose trial has no logged model (its
     checkpoint could not be fetched) stays where it was.
     """
-    client, context, name = tracker.client, tracker.context, tracker.sweep.mlflow.register
+    client, context, name = tracker.client, tracker.context, tracker.where.register
     aliased = _aliased(end) if name else {}
-    for row in _chosen(tracker.sweep, rows, end):
+    for row in _chosen(tracker.where, rows, end):
         run = runs.get(row.trial_id)
         local = _fetched(row.checkpoint) if run is not None and row.checkpoint else None
         if run is None or local is None:

@@ -217,6 +217,7 @@ def open_sweep_run(
     objective: str,
     mode: str,
     objectives: list[tuple[str, str]] | None = None,
+    plan_json: str | None = None,
     tolerance: float = 0.01,
     experiment_uri: str | None = None,
 ) -> TrackingContext:
@@ -229,7 +230,9 @@ def open_sweep_run(
     ``experiment_dir``.
 
     The parent is tagged with the primary ``objective`` and ``mode``, every objective
-    (``versatil.objectives``, JSON ``[[metric, mode], ...]``) and the verdict's tolerance.
+    (``versatil.objectives``, JSON ``[[metric, mode], ...]``) and the verdict's tolerance;
+    a new run keeps the sweep file as validated (``sweep.yaml``) and its plan
+    (``plan.json``) as artifacts.
     """
     store = client(tracking_uri)
     found = store.get_experiment_by_name(experiment)
@@ -257,6 +260,8 @@ def open_sweep_run(
         )
         parent_run_id = run.info.run_id
         store.log_text(parent_run_id, sweep_yaml, "sweep.yaml")
+        if plan_json is not None:
+            store.log_text(parent_run_id, plan_json, "plan.json")
         experiment_dir.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"run_id": parent_run_id, "tracking_uri": tracking_uri}))
     return TrackingContext(

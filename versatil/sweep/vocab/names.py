@@ -19,6 +19,7 @@ __all__ = [
     "COMPUTE_ARTIFACT",
     "CONFIRM_ARTIFACT",
     "INT8_SUFFIX",
+    "PLAN_FILE",
     "RACE_ARTIFACT",
     "SWEEP_ENDED",
     "SWEEP_FILE",
@@ -33,6 +34,9 @@ __all__ = [
 
 SWEEP_FILE = "sweep.yaml"
 """The sweep as it ran (overrides applied), written into its experiment directory."""
+
+PLAN_FILE = "plan.json"
+"""The sweep's plan as it first ran, in its experiment directory and on its parent run."""
 
 SWEEP_ENDED = "sweep_ended.json"
 """Written into the experiment directory once the sweep's end is logged: no longer

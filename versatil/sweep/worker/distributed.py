@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.plan import TrialPlan
 from versatil.sweep.worker.gpus import require_given_gpu
 from versatil.sweep.worker.outcome import (
     Resume,
@@ -41,7 +41,7 @@ from versatil.training.config import TrainConfig
 __all__ = ["run_distributed_trial"]
 
 
-def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resume) -> None:
+def run_distributed_trial(config: TrainConfig, plan: TrialPlan, resume: Resume) -> None:
     """Fits ``config`` on ``resources.workers_per_trial`` Ray Train workers.
 
     Ray Train runs in a thread; this one reports each epoch to Tune as the Train
@@ -50,7 +50,7 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
 
     Args:
         config: The trial's run configuration.
-        sweep: The sweep.
+        plan: The trial's part of the sweep's plan.
         resume: Where the fit goes on from (:func:`~versatil.sweep.worker.outcome.resume_point`).
     """
     import ray.train
@@ -58,8 +58,8 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
     from ray.train.torch import TorchConfig, TorchTrainer
     from ray.util.queue import Queue
 
-    resources = sweep.resources
-    gpus = resources.gpus_for(sweep.trainer.accelerator)
+    resources = plan.resources
+    gpus = resources.gpus
     restored = None
     if resume.checkpoint_dir is not None:
         # The newest readable of Tune's checkpoints of this trial; each rank copies it.
@@ -72,7 +72,7 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
         _train_worker,
         train_loop_config={
             "config": config.to_yaml_dict(),
-            "sweep": sweep,
+            "plan": plan,
             "checkpoint": restored,
             "resume": resume,
         },
@@ -86,7 +86,7 @@ def run_distributed_trial(config: TrainConfig, sweep: SweepConfig, resume: Resum
             # A new Train run per attempt: Ray Train would otherwise restore a failed
             # attempt's run on its own, from checkpoints this trial has already moved.
             name=f"{tune.get_context().get_trial_id()}-{uuid.uuid4().hex[:8]}",
-            **sweep.storage().tune_arguments("distributed"),
+            **plan.storage().tune_arguments("distributed"),
             callbacks=[_forward_reports(reports)],
         ),
     )
@@ -145,13 +145,12 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
     from ray.train.lightning import RayDDPStrategy, RayLightningEnvironment
 
     from versatil.cli_common import quiet_libraries
-    from versatil.sweep.config.trial import compute_dtypes
     from versatil.training.fit import train
     from versatil.training.hardware.ceiling import CeilingCache
     from versatil.training.spec import DeviceInfo
 
     quiet_libraries()
-    sweep: SweepConfig = loop_config["sweep"]
+    plan: TrialPlan = loop_config["plan"]
     restored: ray.train.Checkpoint | None = loop_config.get("checkpoint")
     # Where the coordinator found the checkpoint: each epoch counts the ones it skipped.
     resume: Resume = loop_config.get("resume") or Resume()
@@ -161,7 +160,7 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
     scratch = [checkpoint_dir]
     try:
         config = TrainConfig.from_mapping(loop_config["config"])
-        require_given_gpu(config.accelerator, sweep.resources.gpus_for(config.accelerator))
+        require_given_gpu(config.accelerator, plan.resources.gpus)
         device = DeviceInfo.detect(config.accelerator)
         ckpt_path = None
         if restored is not None:
@@ -176,7 +175,7 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
             # Every rank reports (Ray Train synchronizes on it); rank 0 brings the
             # checkpoint. Every rank sees the same metrics, so a failed epoch stops all.
             resumed = ckpt_path is not None
-            result, with_checkpoint = epoch_report(sweep, trainer, metrics, fit_start, resumed)
+            result, with_checkpoint = epoch_report(plan, trainer, metrics, fit_start, resumed)
             if not with_checkpoint:
                 ray.train.report(result.to_dict())
                 return
@@ -188,20 +187,20 @@ def _train_worker(loop_config: dict[str, Any]) -> None:
 
         context = ray.train.get_context()
         holder = f"{context.get_experiment_name()}-rank{context.get_world_rank()}"
-        with gpu_tenancy(sweep, holder) as tenants:
+        with gpu_tenancy(plan, holder) as tenants:
             train(
                 config,
                 checkpoint_dir,
                 on_epoch_end=report,
                 ckpt_path=ckpt_path,
-                ceilings=CeilingCache(sweep.ceiling_dir(), also=compute_dtypes(sweep, device)),
+                ceilings=CeilingCache(plan.ceiling_dir(), also=plan.compute_dtypes(device)),
                 device_tenants=tenants,
                 strategy=RayDDPStrategy(),
                 plugins=[RayLightningEnvironment()],
                 devices="auto",
             )
     except Exception as error:
-        ended = ending_result(sweep, error)
+        ended = ending_result(plan, error)
         if ended is None:
             raise
         # Not reported from here: a rank that did not fail the same way (out of memory on

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from versatil.errors import ConfigError
-from versatil.sweep.config.sections import GPU_ACCELERATORS
+from versatil.sweep.plan import GPU_ACCELERATORS
 
 __all__ = ["given_gpus", "require_given_gpu"]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from versatil.errors import ConfigError
 from versatil.status import TrialStatus
-from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.plan import TrialPlan
 from versatil.sweep.storage import CheckpointMirror
 from versatil.sweep.vocab.keys import UNREADABLE_SKIPPED
 from versatil.sweep.vocab.report import TrialReport
@@ -99,7 +99,7 @@ def resume_point(policy: str) -> Resume:
 
 
 def epoch_report(
-    sweep: SweepConfig,
+    plan: TrialPlan,
     trainer: Any,
     metrics: dict[str, float],
     fit_start: float,
@@ -111,20 +111,20 @@ def epoch_report(
     stop, and the result comes without a checkpoint.
 
     Args:
-        sweep: The sweep (its objectives).
+        plan: The trial's plan (its objectives).
         trainer: The Lightning trainer at the epoch's end.
         metrics: The epoch's metrics, versatil's own included.
         fit_start: ``time.perf_counter()`` when the fit began.
         resumed: Whether the fit went on from a checkpoint.
     """
-    failed = missing_objective_report(sweep, metrics, trainer.callback_metrics)
+    failed = missing_objective_report(plan, metrics, trainer.callback_metrics)
     if failed is not None:
         trainer.should_stop = True
         return with_process_facts(failed), False
     return epoch_result(trainer, metrics, fit_start, resumed), True
 
 
-def ending_result(sweep: SweepConfig, error: BaseException) -> TrialReport | None:
+def ending_result(plan: TrialPlan, error: BaseException) -> TrialReport | None:
     """The one result that ends a trial whose fit raised ``error``; ``None``: raise it.
 
     The trial ends on bad task params (:class:`~versatil.errors.ConfigError`), a
@@ -132,7 +132,7 @@ def ending_result(sweep: SweepConfig, error: BaseException) -> TrialReport | Non
     memory: a retry would meet each the same way. Anything else may pass on a retry.
 
     Args:
-        sweep: The sweep (its objectives, whose worst values the result carries).
+        plan: The trial's plan (its objectives, whose worst values the result carries).
         error: What the fit, or the trial's setup before it, raised.
     """
     from versatil.training.fit import InfeasibleError
@@ -150,7 +150,7 @@ def ending_result(sweep: SweepConfig, error: BaseException) -> TrialReport | Non
         status, reason = TrialStatus.FAILED, oom
         error.__traceback__ = None  # its frames hold the fit's tensors
         _release_memory()
-    return with_process_facts(end_result(sweep, status, reason))
+    return with_process_facts(end_result(plan, status, reason))
 
 
 class TrialEnded(Exception):

@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from versatil.status import TrialStatus
-from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.config.trial import worst_value
+from versatil.sweep.plan import TrialPlan
+from versatil.sweep.vocab.direction import Direction
 from versatil.sweep.vocab.keys import EPOCH, flatten
 from versatil.sweep.vocab.report import TrialReport
 
@@ -93,7 +93,7 @@ def hardware_facts(trainer: Any, report: TrialReport) -> TrialReport:
 
 
 def missing_objective_report(
-    sweep: SweepConfig, metrics: dict[str, float], logged: Any
+    plan: TrialPlan, metrics: dict[str, float], logged: Any
 ) -> TrialReport | None:
     """The result that fails a trial whose module did not log an objective, else ``None``.
 
@@ -101,35 +101,35 @@ def missing_objective_report(
     stops the whole sweep on this result, since every other trial would fail the same way.
 
     Args:
-        sweep: The sweep (its objectives).
+        plan: The trial's plan (its objectives).
         metrics: The epoch's metrics, versatil's own included.
         logged: The names the module logged (the trainer's ``callback_metrics``).
     """
-    missing = [m for m, _ in sweep.objective.objectives if m not in metrics]
+    missing = [m for m, _ in plan.objectives.objectives if m not in metrics]
     if not missing:
         return None
-    field = "objective.metrics" if sweep.objective.metrics else "objective.metric"
+    field = plan.objectives.field
     names = sorted(logged)
     reason = (
         f"{field}: {', '.join(repr(m) for m in missing)} was not logged by the module in epoch "
         f"{int(metrics.get(EPOCH, 0))}; it logged {', '.join(names) or 'nothing'}; set "
         f"{field} to one of those, or log it with self.log() in the LightningModule"
     )
-    report = end_result(sweep, TrialStatus.FAILED, reason)
+    report = end_result(plan, TrialStatus.FAILED, reason)
     return dataclasses.replace(report, objective_missing=True)
 
 
 def missing_objective(
-    sweep: SweepConfig, metrics: dict[str, float], logged: Any
+    plan: TrialPlan, metrics: dict[str, float], logged: Any
 ) -> dict[str, Any] | None:
     """:func:`missing_objective_report` as the dict Tune receives, else ``None``."""
-    report = missing_objective_report(sweep, metrics, logged)
+    report = missing_objective_report(plan, metrics, logged)
     return report.to_dict() if report is not None else None
 
 
-def end_result(sweep: SweepConfig, status: TrialStatus, reason: str) -> TrialReport:
+def end_result(plan: TrialPlan, status: TrialStatus, reason: str) -> TrialReport:
     """The one result of a trial that could not train: worst objectives, status, reason."""
-    worst = {metric: worst_value(mode) for metric, mode in sweep.objective.objectives}
+    worst = {metric: Direction(mode).worst for metric, mode in plan.objectives.objectives}
     return TrialReport(status=status, reason=reason, metrics=worst)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.plan import TrialPlan
 from versatil.sweep.worker.gpus import given_gpus
 
 if TYPE_CHECKING:  # the training module imports Lightning; the driver imports this one
@@ -104,16 +104,16 @@ class DeviceRegistry:
 
 
 @contextlib.contextmanager
-def gpu_tenancy(sweep: SweepConfig, name: str) -> Iterator[Tenants | None]:
+def gpu_tenancy(plan: TrialPlan, name: str) -> Iterator[Tenants | None]:
     """While a trial (or rank) trains: how many trials share its GPU, when it has a share.
 
     Gives ``None`` (nothing to sample) when the trial has a GPU of its own, or none.
 
     Args:
-        sweep: The sweep (its resources and accelerator).
+        plan: The trial's plan (its resources).
         name: The trial's id (with a data-parallel rank's number).
     """
-    if not sweep.resources.shares_gpu(sweep.trainer.accelerator):
+    if not plan.resources.shares_gpu:
         yield None
         return
     import ray

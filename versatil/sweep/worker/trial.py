@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from versatil.errors import ConfigError
-from versatil.sweep.config.schema import SweepConfig
-from versatil.sweep.config.trial import compute_dtypes, train_config_for
+from versatil.sweep.plan import TrialPlan
 from versatil.sweep.worker.gpus import require_given_gpu
 from versatil.sweep.worker.outcome import ending_result, epoch_report, resume_point
 from versatil.sweep.worker.restore import copy_checkpoint
@@ -21,7 +20,7 @@ from versatil.sweep.worker.tenancy import gpu_tenancy
 __all__ = ["run_trial"]
 
 
-def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | None = None) -> None:
+def run_trial(axes: dict[str, Any], plan: TrialPlan, compile_cache: str | None = None) -> None:
     """Runs one trial inside a Tune worker; reports every epoch with its checkpoint.
 
     Infeasible settings end the trial with one result whose status is ``infeasible`` and
@@ -35,7 +34,7 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
 
     Args:
         axes: The trial's point in the sweep's space.
-        sweep: The sweep.
+        plan: The trial's part of the sweep's plan.
         compile_cache: The directory where compiled trials share their compiled graphs
             (see :mod:`versatil.training.compile_cache`); ``None`` compiles every trial.
     """
@@ -49,17 +48,17 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
 
     quiet_libraries()
     try:
-        config = train_config_for(axes, sweep)
-        if sweep.resources.workers_per_trial == 1:  # else each rank checks its own
-            require_given_gpu(config.accelerator, sweep.resources.gpus_for(config.accelerator))
-        resume = resume_point(sweep.on_unreadable_checkpoint)
+        config = plan.train_config(axes)
+        if not plan.resources.distributed:  # else each rank checks its own
+            require_given_gpu(config.accelerator, plan.resources.gpus)
+        resume = resume_point(plan.on_unreadable_checkpoint)
     except ConfigError as error:
-        tune.report(ending_result(sweep, error).to_dict())
+        tune.report(ending_result(plan, error).to_dict())
         return
-    if sweep.resources.workers_per_trial > 1:
+    if plan.resources.distributed:
         from versatil.sweep.worker.distributed import run_distributed_trial
 
-        run_distributed_trial(config, sweep, resume)
+        run_distributed_trial(config, plan, resume)
         return
     trial_dir = Path(tune.get_context().get_trial_dir())
     checkpoint_dir = trial_dir / "checkpoint"
@@ -71,33 +70,32 @@ def run_trial(axes: dict[str, Any], sweep: SweepConfig, compile_cache: str | Non
     fit_start = time.perf_counter()
 
     def report(trainer: Any, metrics: dict[str, float]) -> None:
-        result, with_checkpoint = epoch_report(sweep, trainer, metrics, fit_start, resumed)
+        result, with_checkpoint = epoch_report(plan, trainer, metrics, fit_start, resumed)
         if not with_checkpoint:
             tune.report(result.to_dict())
             return
         checkpoint = tune.Checkpoint.from_directory(checkpoint_dir)
         tune.report(resume.annotate(result).to_dict(), checkpoint=checkpoint)
 
-    # The params PBT mutates: after an exploit, the optimizer takes the values the task
-    # configures from them instead of those restored with the source's checkpoint.
-    mutated = sweep.scheduler.hyperparam_mutations if sweep.scheduler.type == "pbt" else {}
     try:
-        with gpu_tenancy(sweep, tune.get_context().get_trial_id()) as tenants:
+        with gpu_tenancy(plan, tune.get_context().get_trial_id()) as tenants:
             train(
                 config,
                 checkpoint_dir,
                 on_epoch_end=report,
                 ckpt_path=ckpt_path,
-                optimizer_keys=tuple(mutated),
+                # The params PBT mutates: after an exploit, the optimizer takes the values
+                # the task configures from them, not those restored from the checkpoint.
+                optimizer_keys=plan.mutated,
                 device=device,
                 compile_cache=CompileCache(Path(compile_cache)) if compile_cache else None,
-                ceilings=CeilingCache(sweep.ceiling_dir(), also=compute_dtypes(sweep, device)),
+                ceilings=CeilingCache(plan.ceiling_dir(), also=plan.compute_dtypes(device)),
                 device_tenants=tenants,
             )
     except Exception as error:
         # Bad task params, a setting not in effect, infeasible settings, out of memory: a
         # retry would fail the same way, so the trial ends here with the reason.
-        ended = ending_result(sweep, error)
+        ended = ending_result(plan, error)
         if ended is None:
             raise
         tune.report(ended.to_dict())
