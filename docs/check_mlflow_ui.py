@@ -1,10 +1,13 @@
 """Check the MLflow UI in a real browser: child runs nest under the sweep's parent run.
 
-Starts ``mlflow server`` on 127.0.0.1, runs a small sweep against it on a local Ray, opens
-the experiment's runs table in headless Chromium (Debian's ``chromium``, driven by the
-``playwright`` package; no browser download), expands the parent run, checks that every
-trial's child run is listed under it, opens one child run and checks that its
-``precision`` param and its parent are shown, and saves screenshots under ``docs/``::
+Starts ``mlflow server`` on 127.0.0.1, runs a small sweep against it on a local Ray, and
+opens the sweep's experiment in headless Chromium (Debian's ``chromium``, driven by the
+``playwright`` package; no browser download) as a newcomer meets it: MLflow 3.17 opens it
+in its GenAI view (Traces, Judges, logged models listed as "Agent versions"), checked and
+saved; one click on "Model training" switches to the runs table. There it expands the
+parent run, checks that every trial's child run is listed under it, opens one child run and
+checks that its ``precision`` param and its parent are shown, and saves screenshots under
+``docs/``::
 
     apt-get install -y chromium && pip install playwright
     python docs/check_mlflow_ui.py
@@ -23,6 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.mlflow_server import start_mlflow_server, stop_mlflow_server  # noqa: E402
+
+GENAI_VIEW = ("GenAI", "Model training", "Traces", "Judges", "Agent versions")
+"""What MLflow 3.17 shows first for an experiment: its GenAI view and the switch beside it."""
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -67,7 +73,17 @@ def main() -> int:
                 executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS
             )
             page = browser.new_page(viewport={"width": 1600, "height": 900})
-            page.goto(f"{uri}/#/experiments/{experiment_id}/runs")
+            # A newcomer's first view: the experiment in MLflow's GenAI view, no runs shown.
+            page.goto(f"{uri}/#/experiments/{experiment_id}")
+            for label in GENAI_VIEW:
+                page.get_by_text(label, exact=True).first.wait_for(timeout=60_000)
+            assert page.get_by_text(parent.info.run_name).count() == 0, "runs in GenAI view"
+            # Its first visit opens a modal tip ("Detect Issues in Your Traces"): dismissed.
+            page.get_by_role("button", name="Got it").click(timeout=60_000)
+            page.get_by_text("Latency", exact=True).first.wait_for(timeout=60_000)
+            page.screenshot(path=str(REPO / "docs" / "mlflow_ui_genai_view.png"))
+            # One click on the view switch: the runs table, the sweep's parent run in it.
+            page.get_by_text("Model training", exact=True).first.click()
             page.get_by_text(parent.info.run_name).first.wait_for(timeout=60_000)
             for name in names:  # collapsed: the children are not listed yet
                 assert page.get_by_text(name, exact=True).count() == 0, f"{name} not nested"
@@ -87,7 +103,8 @@ def main() -> int:
             page.screenshot(path=str(REPO / "docs" / "mlflow_ui_child_run.png"))
             browser.close()
         print(
-            f"ok: {len(names)} child runs nested under {parent.info.run_name}; "
+            f"ok: the experiment opened in the GenAI view ({', '.join(GENAI_VIEW)}); "
+            f"after Model training, {len(names)} child runs nested under {parent.info.run_name}; "
             f"child {child.info.run_name} shows precision={child.data.params['precision']}"
         )
         return 0
