@@ -21,7 +21,6 @@ from versatil.sweep.plan.records import (
     Reference,
     Resources,
     Retiming,
-    Sampled,
     Scheduler,
     Search,
     Where,
@@ -37,8 +36,8 @@ class Plan:
 
     Attributes:
         name: The sweep's name (Tune's experiment name starts with it).
-        space: Each axis: a settings axis's values (a tuple), a :class:`Sampled` task-param
-            axis, or a fixed value.
+        space: Each axis: a settings axis's values (a tuple), a sampled task-param axis
+            (:class:`~versatil.sweep.plan.records.Sampled`), or a fixed value.
         axis_names: The axes a trial's config holds: the space's, and ``seed`` with
             replicates.
         trials: Every trial the sweep may run, in the order they start; a sampled axis
@@ -155,7 +154,3 @@ def _short(value: Any) -> str:
     """A value as a change line shows it: JSON, cut to 80 characters."""
     text = json.dumps(value, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-# Names a type checker resolves in the annotations above.
-_ = (Sampled,)
