@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from versatil.sweep.config.planning import make_plan
 from versatil.sweep.engine.runner import run_sweep
 from versatil.sweep.report.load import load_report
 from versatil.sweep.report.render import render
@@ -19,7 +20,7 @@ HARDWARE = ("flops_per_sample", "tflops", "ceiling_fraction")
 
 
 def ceiling_files(config):
-    return sorted(config.ceiling_dir().glob("*.json"))
+    return sorted(make_plan(config).trial.ceiling_dir().glob("*.json"))
 
 
 def test_every_trial_reports_flops_and_its_ceiling_fraction_once_measured(

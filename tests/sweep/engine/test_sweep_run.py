@@ -8,6 +8,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from versatil.sweep.config.planning import make_plan
 from versatil.sweep.engine.runner import run_sweep
 from versatil.sweep.report.load import load_report
 
@@ -199,7 +200,7 @@ def test_each_graph_compiles_once_per_cluster(ray_cluster, sweep_config):
         assert row.metrics["compile/fxgraph_cache_misses"] == 0
         assert row.metrics["compile/fxgraph_cache_hits"] > 0
     assert len({r.metrics["node_id"] for r in rows}) == 2
-    assert len(list(config.compile_cache_dir().glob("*.bundle"))) == 1
+    assert len(list(make_plan(config).trial.compile_cache_dir().glob("*.bundle"))) == 1
 
     # Switched off, nothing is shared: every trial compiles (on its node) by itself.
     off = sweep_config(
@@ -211,4 +212,5 @@ def test_each_graph_compiles_once_per_cluster(ray_cluster, sweep_config):
     outcome, _ = run(off)
     for row in outcome.rows:
         assert "compile/cache_loaded" not in row.metrics
-    assert not off.compile_cache_dir().exists()
+    assert make_plan(off).trial.compile_cache_dir() is None
+    assert not (off.storage_dir() / ".compile_cache").exists()

@@ -41,6 +41,7 @@ def make_plan(config: SweepConfig, tracking_uri: str | None = None) -> Plan:
     """
     objectives = _objectives(config)
     resources = _resources(config)
+    storage_path = _absolute(config)
     search = _search(config)
     points = expand_trials(config, draw=True)
     grid = grid_points(config) if search.crosses_settings else []
@@ -70,9 +71,9 @@ def make_plan(config: SweepConfig, tracking_uri: str | None = None) -> Plan:
             max_candidates=config.confirm.max_candidates,
             seed=config.trainer.seed,
         ),
-        trial=_trial(config, resources, objectives),
+        trial=_trial(config, resources, objectives, storage_path),
         where=Where(
-            storage_path=_absolute(config),
+            storage_path=storage_path,
             remote=config.location().remote,
             experiment=config.experiment_name,
             tracking_uri=tracking_uri,
@@ -155,7 +156,9 @@ def _scheduler(config: SweepConfig) -> Scheduler:
     )
 
 
-def _trial(config: SweepConfig, resources: Resources, objectives: Objectives) -> TrialPlan:
+def _trial(
+    config: SweepConfig, resources: Resources, objectives: Objectives, storage_path: str
+) -> TrialPlan:
     mutated = tuple(config.scheduler.hyperparam_mutations) if config.scheduler.type == "pbt" else ()
     return TrialPlan(
         task=config.task.name,
@@ -164,7 +167,7 @@ def _trial(config: SweepConfig, resources: Resources, objectives: Objectives) ->
         seed=config.trainer.seed,
         resources=resources,
         objectives=objectives,
-        storage_path=_absolute(config),
+        storage_path=storage_path,
         on_unreadable_checkpoint=config.on_unreadable_checkpoint,
         mutated=mutated,
         compile_cache=config.trainer.compile_cache,

@@ -29,7 +29,7 @@ from versatil.sweep.config.sections import (
     TaskSection,
     TrainerSection,
 )
-from versatil.sweep.storage import Location, Storage, cache_root, parse_location
+from versatil.sweep.storage import Location, Storage, parse_location
 from versatil.sweep.vocab.keys import SEED
 
 __all__ = ["SweepConfig"]
@@ -248,23 +248,3 @@ class SweepConfig(pydantic.BaseModel):
             ValueError: when the storage path is on object storage.
         """
         return self.location().directory()
-
-    def _shared_or_per_node(self, name: str) -> Path:
-        """``name`` under the storage path, or in this node's cache on object storage."""
-        if self.location().remote:
-            return cache_root() / name.lstrip(".")
-        return self.storage_dir() / name
-
-    def compile_cache_dir(self) -> Path:
-        """Where compiled trials share their compiled graphs: under the storage path.
-
-        On object storage, each node keeps its own (the lock needs a file system).
-        """
-        return self._shared_or_per_node(".compile_cache")
-
-    def ceiling_dir(self) -> Path:
-        """Where the devices' measured matmul ceilings are cached: under the storage path.
-
-        On object storage, each node keeps its own.
-        """
-        return self._shared_or_per_node(".ceilings")
