@@ -21,6 +21,7 @@ CONV = {
         "channels": 8,
         "blocks": 1,
         "batch_size": 64,
+        "fp64_pause_s": 0.03,
     },
 }
 
