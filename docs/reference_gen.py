@@ -426,6 +426,41 @@ def limits_section() -> str:
     return "## Limits\n\n" + "".join(f"- {rule}\n" for rule in rules)
 
 
+def trainer_arguments_section() -> str:
+    """The Lightning Trainer arguments the trainer section passes through, and those it owns."""
+    import lightning
+
+    from versatil.training.trainer_options import trainer_arguments
+
+    arguments = trainer_arguments()
+    kinds = {"callbacks": "list of class_path and init_args"}
+    passed = [
+        (
+            code(f"trainer.{name}"),
+            cell(kinds.get(name, kind.replace(" | ", " or "))),
+            code(yaml_value(default)),
+        )
+        for name, kind, default, owner in arguments
+        if owner is None
+    ]
+    owned = [(code(name), cell(owner)) for name, _, _, owner in arguments if owner is not None]
+    return (
+        f"### Lightning's Trainer arguments\n\n"
+        f"The section passes these arguments of `lightning.pytorch.Trainer` "
+        f"(Lightning {lightning.__version__}, read from its signature) to every trial's "
+        "Trainer, checked against Lightning's types and values at load; `callbacks` are given "
+        "as LightningCLI gives them, a list of `class_path` and `init_args`. Every option a "
+        "trial passed is a param of its MLflow run (`trainer.NAME`). With `max_steps` or "
+        "`max_time` and no `max_epochs`, the budget alone bounds each trial. A trial's "
+        "defaults are Lightning's, except that it runs no sanity validation and prints no "
+        "progress bar or model summary.\n\n"
+        + table(("Argument", "Type", "Default in a trial"), passed)
+        + "\nThese are versatil's, refused in the section with where they belong:\n\n"
+        + table(("Argument", "Where it belongs"), owned)
+        + "\n"
+    )
+
+
 def sweep_file_page() -> str:
     """The Markdown of ``docs/reference/sweep-file.md``."""
     out = [
@@ -442,6 +477,8 @@ def sweep_file_page() -> str:
         out.append(f"## {heading}\n\n")
         out += [f"{paragraph}\n\n" for paragraph in _section_intro(name)] if name else []
         out.append(table(FIELD_HEADER, [row.cells for row in rows]) + "\n")
+        if name == "trainer":
+            out.append(trainer_arguments_section())
     out.append(limits_section())
     return "".join(out)
 

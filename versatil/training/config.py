@@ -35,11 +35,19 @@ class TrainConfig(pydantic.BaseModel):
         None, description="torch.set_float32_matmul_precision; none = highest."
     )
     seed: int = pydantic.Field(0, description="Seeds torch, numpy and Python for the run.")
-    max_epochs: int = pydantic.Field(3, ge=1, description="Epochs to train.")
+    max_epochs: int | None = pydantic.Field(
+        3, ge=1, description="Epochs to train; none: as many as trainer's budget allows."
+    )
     accelerator: str = pydantic.Field(
         "auto", description="Lightning accelerator: auto, cpu, gpu, ..."
     )
     devices: int = pydantic.Field(1, ge=1, description="Devices per trial for Lightning.")
+    trainer: dict[str, Any] = pydantic.Field(
+        default_factory=dict,
+        description="Further lightning.pytorch.Trainer arguments (max_steps, max_time, "
+        "val_check_interval, gradient_clip_val, callbacks as class_path/init_args, ...), as "
+        "versatil.training.trainer_options checked them.",
+    )
 
     @pydantic.field_validator("precision", "compile_mode", "matmul_precision", mode="before")
     @classmethod

@@ -21,6 +21,7 @@ from versatil.training.apply import (
     reset_process_state,
     trainer_precision,
 )
+from versatil.training.budget import EndlessEpochCheck, EveryTrialError
 from versatil.training.checkpoint import CheckpointDirWriter
 from versatil.training.compile_cache import CompileCache, CompileCacheSession
 from versatil.training.compile_health import COMPILE_LOG, compile_logs_to
@@ -35,6 +36,7 @@ from versatil.training.optimizer_restore import OptimizerHparams
 from versatil.training.sharing import DeviceShareMonitor, Tenants
 from versatil.training.spec import DeviceInfo
 from versatil.training.tasks import build_task
+from versatil.training.trainer_options import QUIET_DEFAULTS, instantiate_callbacks
 
 __all__ = ["EpochEnd", "InfeasibleError", "OptimizerHparams", "TrainResult", "train"]
 
@@ -155,19 +157,24 @@ def _cache_callback_entry_points() -> None:
 def build_trainer(
     config: TrainConfig, callbacks: Sequence[L.Callback], **overrides: Any
 ) -> L.Trainer:
-    """A Lightning Trainer for ``config``; ``overrides`` go to ``L.Trainer``."""
+    """A Lightning Trainer for ``config``; ``overrides`` go to ``L.Trainer``.
+
+    The user's Trainer options (``config.trainer``) apply over versatil's quiet defaults;
+    their callbacks run before ``callbacks``, so that what they decide (an early stop)
+    is seen by versatil's at the same hook.
+    """
     _cache_callback_entry_points()
+    options = {k: v for k, v in config.trainer.items() if k != "callbacks"}
     kwargs: dict[str, Any] = dict(
         precision=trainer_precision(config.settings),
-        max_epochs=config.max_epochs,
+        # None with a step or time budget: Lightning then bounds the fit by that alone.
+        max_epochs=config.max_epochs if config.max_epochs is not None else -1,
         accelerator=config.accelerator,
         devices=config.devices,
         logger=False,
         enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        callbacks=list(callbacks),
+        **{**QUIET_DEFAULTS, **options},
+        callbacks=[*instantiate_callbacks(config.trainer), *callbacks],
     )
     kwargs.update(overrides)
     return L.Trainer(**kwargs)
@@ -209,6 +216,26 @@ def _build(
 
     model = apply_settings(config.settings, build_model)
     return model, built["datamodule"]
+
+
+def _fit(
+    trainer: L.Trainer,
+    model: L.LightningModule,
+    datamodule: L.LightningDataModule,
+    ckpt_path: Path | None,
+) -> None:
+    """``trainer.fit``, with Lightning's refusal of the validation cadence said as ours."""
+    try:
+        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+    except ValueError as error:
+        if not str(error).startswith("`val_check_interval`"):
+            raise
+        raise EveryTrialError(
+            f"trainer.val_check_interval: {trainer.val_check_interval} is longer than an "
+            f"epoch of {trainer.num_training_batches} training batches; set "
+            "trainer.check_val_every_n_epoch: null to validate every "
+            f"{trainer.val_check_interval} batches across epochs, as Lightning requires"
+        ) from None
 
 
 def train(
@@ -280,6 +307,7 @@ def train(
     measured = (sharing, utilization, monitor, hparams, probe, cache)
     callbacks: list[L.Callback] = [c for c in measured if c is not None]
     callbacks += [CheckpointDirWriter(checkpoint_dir, config), flops, epoch_end]
+    callbacks.insert(0, EndlessEpochCheck(config.task, config.trainer))
     trainer = build_trainer(config, callbacks, **trainer_overrides)
     log_path = compile_log or Path(checkpoint_dir) / COMPILE_LOG
     with (
@@ -287,7 +315,7 @@ def train(
         compile_logs_to(log_path, _log_header(config)),
         cache or contextlib.nullcontext(),
     ):
-        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+        _fit(trainer, model, datamodule, ckpt_path)
     if probe.fatal_problems:
         raise SettingsNotInEffectError(probe.fatal_problems)
     history = epoch_end.history

@@ -39,6 +39,7 @@ from versatil.training.fit import build_trainer
 from versatil.training.metrics import count_samples
 from versatil.training.spec import DeviceInfo
 from versatil.training.tasks import build_task
+from versatil.training.trainer_options import step_options
 
 __all__ = ["AfterRound", "Retimed", "retime", "screen"]
 
@@ -159,8 +160,11 @@ def _fit(contender: _Contender, steps: int, warmup: int, round_seed: int) -> _Ro
     torch.set_float32_matmul_precision(matmul.value)  # process-wide: set for every fit
     torch.manual_seed(round_seed)  # the same batches, in the same order, for every contender
     timer = _RoundTimer(warmup)
+    # The user's Trainer options that shape a step (accumulation, clipping) apply; the
+    # budget, the validation cadence and the user's callbacks are the round's own.
+    config = contender.config.model_copy(update={"trainer": step_options(contender.config.trainer)})
     trainer = build_trainer(
-        contender.config,
+        config,
         [timer],
         max_epochs=-1,
         max_steps=warmup + steps,

@@ -7,6 +7,7 @@ the message must name the broken field or value, and nothing may escape as a tra
 """
 
 import contextlib
+import inspect
 import io
 import os
 import tempfile
@@ -17,12 +18,14 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from lightning.pytorch import Trainer
 
 from versatil.cli_common import run_main
 from versatil.sweep.cli.main import build_parser, build_report_parser, main
 from versatil.sweep.config.shipped import shipped_sweeps
 
 MIN_CASES = 1000
+TRAINER_ARGS = list(inspect.signature(Trainer.__init__).parameters)
 
 BASE = {
     "name": "fuzz",
@@ -64,7 +67,8 @@ SECTIONS = {
         "quantile_fraction",
     ],
     "resources": ["cpu", "gpu", "workers_per_trial"],
-    "trainer": ["max_epochs", "accelerator", "seed"],
+    # The section also takes every argument of Lightning's Trainer.
+    "trainer": ["max_epochs", "accelerator", "seed", "compile_cache", *TRAINER_ARGS],
     "mlflow": ["experiment", "tracking_uri", "log_checkpoints", "register", "register_best"],
     "post_training": ["int8"],
     "space.lr": ["choice", "grid", "uniform", "loguniform", "randint"],

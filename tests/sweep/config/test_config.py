@@ -235,9 +235,17 @@ def test_a_precision_that_is_no_alias_is_rejected(value):
 def test_an_unknown_field_lists_the_fields_of_its_own_section():
     with pytest.raises(ConfigError) as error:
         validate_sweep({"name": "x", "trainer": {"max_epoch": 2}})
+    # The trainer section also takes Lightning's Trainer arguments: both are listed.
+    assert str(error.value).startswith(
+        "sweep: trainer.max_epoch: unknown field, and not an argument of "
+        "lightning.pytorch.Trainer (did you mean 'max_epochs'?); valid: the section's fields "
+        "(max_epochs, accelerator, seed, compile_cache) and Lightning's Trainer arguments "
+        "(accumulate_grad_batches, "
+    )
+    with pytest.raises(ConfigError) as error:
+        validate_sweep({"name": "x", "resources": {"cpus": 2}})
     assert str(error.value) == (
-        "sweep: trainer.max_epoch: unknown field; valid fields: max_epochs, accelerator, seed, "
-        "compile_cache"
+        "sweep: resources.cpus: unknown field; valid fields: cpu, gpu, workers_per_trial"
     )
 
 
@@ -399,7 +407,7 @@ def test_a_missing_objective_names_every_missing_metric():
     ).trial
     assert missing_objective(config, {"val_loss": 0.1, "acc": 0.9}, ["val_loss", "acc"]) is None
     failed = missing_objective(config, {"val_loss": 0.1}, ["val_loss"])
-    assert failed["status"] == "failed" and failed["objective_missing"]
+    assert failed["status"] == "failed" and failed["stops_sweep"]
     assert failed["reason"].startswith(
         "objective.metrics: 'acc' was not logged by the module in epoch 0; it logged val_loss"
     )

@@ -100,8 +100,8 @@ def test_an_ending_carries_its_reason_and_no_epoch_facts():
     # An ending always says why, even with nothing to say; an epoch only when it has.
     assert TrialReport(status=TrialStatus.FAILED).to_dict()["reason"] == ""
     assert "reason" not in TrialReport(status=TrialStatus.RUNNING, epoch=3).to_dict()
-    missing = TrialReport(status=TrialStatus.FAILED, reason="r", objective_missing=True)
-    assert missing.to_dict()["objective_missing"] is True
+    missing = TrialReport(status=TrialStatus.FAILED, reason="r", stops_sweep=True)
+    assert missing.to_dict()["stops_sweep"] is True
 
 
 def test_an_older_result_without_a_version_reads_with_the_defaults():
@@ -125,7 +125,7 @@ def test_an_older_result_without_a_version_reads_with_the_defaults():
     assert report.version == 0
     assert report.status is TrialStatus.COMPLETED and report.epoch == 4
     assert report.resumed and report.world_size == 2 and report.pid == 77
-    assert report.reason == "" and report.hparams is None and not report.objective_missing
+    assert report.reason == "" and report.hparams is None and not report.stops_sweep
     assert report.unreadable_skipped == 0 and report.hardware_ceiling is None
     assert report.metrics == {"val_loss": 0.25, "samples_per_sec": 900.0}
     assert report.facts == {
@@ -189,7 +189,7 @@ reports = st.builds(
     hparams=st.dictionaries(texts, texts) | maybe(),
     hardware_ceiling=st.dictionaries(texts, st.floats(0, 1e3) | texts) | maybe(),
     hardware_notes=st.dictionaries(texts, texts) | maybe(),
-    objective_missing=st.booleans(),
+    stops_sweep=st.booleans(),
     unreadable_skipped=st.integers(0, 50),
     facts=st.dictionaries(
         texts.map("fact/{}".format), texts | st.booleans() | st.none() | st.lists(texts)
@@ -252,6 +252,9 @@ def test_the_worker_reports_exactly_todays_keys(monkeypatch):
     trainer = types.SimpleNamespace(
         current_epoch=0,
         max_epochs=3,
+        max_steps=-1,
+        global_step=8,
+        callbacks=[],
         world_size=1,
         lightning_module=types.SimpleNamespace(hparams={"lr": 0.01, "width": 64}),
         callback_metrics={"val_loss": 0.4, "train_loss": 0.5},
@@ -266,7 +269,7 @@ def test_the_worker_reports_exactly_todays_keys(monkeypatch):
     assert not with_checkpoint and trainer.should_stop
     ending = {"val_loss", "status", "reason", "node_id", "pid", "report_version"}
     in_effect = {"in_effect/matmul_precision", "in_effect/default_dtype"}
-    assert set(failed.to_dict()) == ending | in_effect | {"objective_missing"}
+    assert set(failed.to_dict()) == ending | in_effect | {"stops_sweep"}
     out_of_memory = ending_result(sweep, MemoryError())
     assert set(out_of_memory.to_dict()) == ending | in_effect
 

@@ -12,6 +12,7 @@ from typing import Any
 from versatil.sweep.config.axes import ENUM_AXES, NumericAxis
 from versatil.sweep.config.reference import compares_settings, reference_note, reference_settings
 from versatil.sweep.config.schema import SweepConfig
+from versatil.sweep.config.sections import DEFAULT_EPOCHS
 from versatil.sweep.config.trials import expand_trials, grid_points, reference_point
 from versatil.sweep.plan import (
     Budget,
@@ -61,7 +62,12 @@ def make_plan(config: SweepConfig, tracking_uri: str | None = None) -> Plan:
         ),
         search=search,
         scheduler=_scheduler(config),
-        budget=Budget(max_epochs=config.trainer.max_epochs),
+        budget=Budget(
+            amount=config.trainer.budget[0],
+            unit=config.trainer.budget[1],
+            max_epochs=config.trainer.epochs,
+            options=config.trainer.options,
+        ),
         resources=resources,
         objectives=objectives,
         retiming=Retiming(
@@ -146,7 +152,7 @@ def _scheduler(config: SweepConfig) -> Scheduler:
         type=section.type,
         metric=metric,
         mode=mode,
-        max_t=config.trainer.max_epochs,
+        max_t=config.trainer.epochs or DEFAULT_EPOCHS,
         grace_period=section.grace_period,
         reduction_factor=section.reduction_factor,
         perturbation_interval=section.perturbation_interval,
@@ -163,7 +169,8 @@ def _trial(
     return TrialPlan(
         task=config.task.name,
         params=dict(config.task.params),
-        max_epochs=config.trainer.max_epochs,
+        max_epochs=config.trainer.epochs,
+        trainer=config.trainer.options,
         seed=config.trainer.seed,
         resources=resources,
         objectives=objectives,

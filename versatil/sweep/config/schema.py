@@ -137,6 +137,13 @@ class SweepConfig(pydantic.BaseModel):
             errors.append("resources.workers_per_trial: PBT runs single-worker trials; use 1")
         if self.search.algorithm == "race":
             errors += self._race_errors()
+        amount, unit = self.trainer.budget
+        if unit != "epochs" and self.scheduler.type != "fifo":
+            errors.append(
+                f"scheduler.type: {self.scheduler.type!r} compares trials at epoch ends, and "
+                f"trainer.max_{unit} budgets them in {unit} ({amount}); use scheduler fifo, "
+                "or a budget in epochs (trainer.max_epochs)"
+            )
         if errors:
             raise ValueError("; ".join(errors))
         return self

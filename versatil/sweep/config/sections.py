@@ -14,6 +14,7 @@ from versatil.sweep.plan.records import GPU_ACCELERATORS
 from versatil.training.spec import (
     parse_accelerator,
 )
+from versatil.training.trainer_options import check_trainer_options
 
 __all__ = [
     "GPU_ACCELERATORS",
@@ -256,12 +257,31 @@ class ResourcesSection(pydantic.BaseModel):
         return self.model_copy(update={"gpu": self.gpus_for(accelerator)})
 
 
+DEFAULT_EPOCHS = 3
+"""A trial's epochs when the trainer section bounds it by nothing else."""
+
+
 class TrainerSection(pydantic.BaseModel):
-    """Lightning Trainer limits shared by every trial."""
+    """Lightning Trainer options shared by every trial.
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    Besides its own fields, the section takes the arguments of
+    ``lightning.pytorch.Trainer`` as a user's Trainer takes them: a budget in steps or time
+    (``max_steps``, ``max_time``), ``limit_train_batches``, ``val_check_interval``,
+    ``check_val_every_n_epoch``, ``accumulate_grad_batches``, ``gradient_clip_val``, ...
+    and ``callbacks`` as ``class_path``/``init_args``. They are checked against Lightning
+    at load (:mod:`versatil.training.trainer_options`); those versatil sets itself
+    (``precision``, ``devices``, ``strategy``, ``logger``, ...) are refused with where they
+    belong.
+    """
 
-    max_epochs: int = pydantic.Field(3, ge=1, description="Epochs per trial.")
+    model_config = pydantic.ConfigDict(extra="allow", frozen=True)
+
+    max_epochs: int | None = pydantic.Field(
+        None,
+        ge=1,
+        description="Epochs per trial; default 3, or unbounded when max_steps or max_time "
+        "budgets the trial.",
+    )
     accelerator: str = pydantic.Field(
         "auto", description="Lightning accelerator: auto, cpu, gpu, cuda, mps or tpu."
     )
@@ -275,6 +295,42 @@ class TrainerSection(pydantic.BaseModel):
     @classmethod
     def _parse_accelerator(cls, value: Any) -> str:
         return parse_accelerator("accelerator", value)
+
+    @pydantic.model_validator(mode="after")
+    def _check_options(self) -> TrainerSection:
+        check_trainer_options(self.options, fields=list(type(self).model_fields))
+        return self
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The Lightning Trainer arguments given besides the section's own fields."""
+        return dict(self.model_extra or {})
+
+    @property
+    def epochs(self) -> int | None:
+        """The epochs of a trial: ``max_epochs``; else 3, or ``None`` under a step budget.
+
+        Under a step or time budget alone Lightning bounds the fit by that budget.
+        """
+        if self.max_epochs is not None:
+            return self.max_epochs
+        budgeted = self.options.get("max_steps", -1) not in (-1, None) or self.options.get(
+            "max_time"
+        )
+        return None if budgeted else DEFAULT_EPOCHS
+
+    @property
+    def budget(self) -> tuple[int | str, str]:
+        """The trial's budget and its unit: ``(60, "steps")``, ``(3, "epochs")``, ....
+
+        Steps come first, then time, when several bound a trial.
+        """
+        steps, time = self.options.get("max_steps", -1), self.options.get("max_time")
+        if steps not in (-1, None):
+            return steps, "steps"
+        if time is not None:
+            return str(time), "time"
+        return self.epochs or DEFAULT_EPOCHS, "epochs"
 
 
 # ``register`` is also a method of pydantic's metaclass (ABCMeta's): the field's value is

@@ -124,7 +124,7 @@ def conclude_trials(
     """Rows from Tune's results and records, judged; re-timed when in contention."""
     records = read_trials(prepared.storage.pull(prepared.name))
     rows = rows_from_results(results, plan, records, prepared.storage)
-    missing = next((r for r in rows if r.report.objective_missing), None)
+    missing = next((r for r in rows if r.report.stops_sweep), None)
     if missing is not None:
         rows = [r if r.report.status is not None else _not_run(r) for r in rows]
 
@@ -154,7 +154,8 @@ def end_sweep(
         What is not in MLflow yet (the store did not answer), or ``None``.
 
     Raises:
-        ConfigError: when the module did not log the objective: the sweep stopped there.
+        ConfigError: when a trial met a problem every trial meets (the module did not log
+            the objective; an endless epoch with no step budget): the sweep stopped there.
     """
     rows = concluded.rows
     gap = close_sweep(tracker, rows, concluded.records, concluded.end(), sync_command(plan))
@@ -166,7 +167,7 @@ def end_sweep(
         ran = sum(r.report.status is not None for r in rows)
         raise ConfigError(
             f"{missing.reason}. The sweep stopped at that result: every trial runs the same "
-            f"module ({ran} of {len(rows)} trials started, none trained past this epoch); "
+            f"module and would meet it the same way ({ran} of {len(rows)} trials started); "
             f"its runs are under {storage.display(name)}"
         )
     return gap

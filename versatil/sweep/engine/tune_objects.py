@@ -164,7 +164,7 @@ def objective_stopper() -> Any:
             self.missing = False
 
         def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
-            if TrialReport.from_dict(result).objective_missing:
+            if TrialReport.from_dict(result).stops_sweep:
                 self.missing = True
             return self.missing
 

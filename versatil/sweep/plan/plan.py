@@ -125,7 +125,7 @@ class Plan:
             f"reference: {reference} ({self.reference.chosen})",
             f"search: {search.algorithm}, {self.planned_trials} trials, "
             f"seeds {', '.join(map(str, search.seeds))}; scheduler: {scheduler}",
-            f"budget: {self.budget.max_epochs} {self.budget.unit} per trial",
+            f"budget: {self.budget.amount} {self.budget.unit} per trial",
             f"resources: {per_trial} per trial ({resources.accelerator}); re-timing "
             f"{retime['num_cpus']:g} CPU, {retime['num_gpus']:g} GPU",
             f"objectives: {objectives}, tolerance {self.objectives.tolerance:g}",

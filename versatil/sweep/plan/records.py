@@ -85,12 +85,20 @@ class Budget:
     """How long each trial trains, and what the budget is counted in.
 
     Attributes:
-        max_epochs: The epochs of a trial.
-        unit: What the budget (and a scheduler's ``time_attr``) counts: ``epochs``.
+        amount: The budget, counted in ``unit``: 60 (steps), 3 (epochs), or Lightning's
+            ``max_time`` as given (``"00:01:00:00"``).
+        unit: What the budget counts: ``steps`` (``trainer.max_steps``), ``time``
+            (``trainer.max_time``) or ``epochs``.
+        max_epochs: The epochs of a trial; ``None`` when a step or time budget alone
+            bounds it.
+        options: The Lightning Trainer options every trial passes (the budget's among
+            them), as the sweep file gives them.
     """
 
-    max_epochs: int
+    amount: int | str
     unit: str = "epochs"
+    max_epochs: int | None = 3
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,9 @@ class TrialPlan:
     Attributes:
         task: The task (a built-in name or ``package.module:factory``).
         params: The task's fixed params (a trial's axes add to them).
-        max_epochs: The epochs of each trial.
+        max_epochs: The epochs of each trial; ``None`` when a step or time budget alone
+            bounds it.
+        trainer: The Lightning Trainer options every trial passes.
         seed: The fit's seed when the trial's axes hold none.
         resources: What a trial holds, and its accelerator.
         objectives: The metrics each epoch must log.
@@ -43,7 +45,8 @@ class TrialPlan:
 
     task: str
     params: Mapping[str, Any]
-    max_epochs: int
+    max_epochs: int | None
+    trainer: Mapping[str, Any]
     seed: int
     resources: Resources
     objectives: Objectives
@@ -78,6 +81,7 @@ class TrialPlan:
                 "task": self.task,
                 "params": params,
                 "max_epochs": self.max_epochs,
+                "trainer": dict(self.trainer),
                 "accelerator": self.accelerator,
                 "seed": self.seed if seed is None else int(seed),
                 **settings,

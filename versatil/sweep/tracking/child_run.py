@@ -37,16 +37,20 @@ def _derived_params(config: Any) -> dict[str, str]:
 
 
 def trial_params(axes: Mapping[str, Any], config: Any | None) -> dict[str, str]:
-    """A trial's MLflow params: its axes, the settings, the task and every task param.
+    """A trial's MLflow params: axes, settings, task, task params and Trainer options.
 
     Task params (fixed and swept) are flattened with dots (``optim.lr``); the settings
     are logged by enum value, and ``model_dtype``, ``autocast``, ``should_convert_model``
-    say what they mean for inference.
+    say what they mean for inference. The Trainer options are ``trainer.NAME``
+    (``trainer.max_steps``), the epochs among them (``trainer.max_epochs``, ``none``
+    under a step or time budget alone).
     """
     params = flatten(dict(axes))
     if config is not None:
         params.update(flatten(config.params))
         params.update(flatten(config.settings.to_config()))
+        trainer = {"max_epochs": config.max_epochs, **config.trainer}
+        params.update(flatten(trainer, "trainer."))
         params.update(_derived_params(config), task=config.task)
     return params
 

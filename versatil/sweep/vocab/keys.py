@@ -18,12 +18,13 @@ __all__ = [
     "HARDWARE_NOTES",
     "HPARAMS",
     "NODE_ID",
-    "OBJECTIVE_MISSING",
     "PID",
     "REASON",
     "RESUMED",
     "SEED",
     "STATUS",
+    "STOPS_SWEEP",
+    "STOPS_SWEEP_BEFORE",
     "UNREADABLE_SKIPPED",
     "VERSION",
     "WORLD_SIZE",
@@ -55,8 +56,12 @@ HARDWARE_NOTES = "hardware_notes"
 HARDWARE_CEILING = "hardware_ceiling"
 """The device's measured matmul ceilings the trial's ``ceiling_fraction`` divides by."""
 
-OBJECTIVE_MISSING = "objective_missing"
-"""True in the result of a trial whose module never logged the objective metric."""
+STOPS_SWEEP = "stops_sweep"
+"""True in the result of a trial whose problem every trial meets the same way (the module
+never logged the objective; an endless epoch with no step budget): the sweep stops."""
+
+STOPS_SWEEP_BEFORE = "objective_missing"
+""":data:`STOPS_SWEEP`'s key in results written before it covered more than the objective."""
 
 RESUMED = "resumed"
 """True in the results of a trial restored from a checkpoint (a retry, a resume, an exploit)."""
@@ -108,7 +113,8 @@ BOOKKEEPING = frozenset(
         HPARAMS,
         HARDWARE_NOTES,
         HARDWARE_CEILING,
-        OBJECTIVE_MISSING,
+        STOPS_SWEEP,
+        STOPS_SWEEP_BEFORE,
         NODE_ID,
         RESUMED,
         WORLD_SIZE,

@@ -33,11 +33,12 @@ from versatil.sweep.vocab.keys import (
     HARDWARE_NOTES,
     HPARAMS,
     NODE_ID,
-    OBJECTIVE_MISSING,
     PID,
     REASON,
     RESUMED,
     STATUS,
+    STOPS_SWEEP,
+    STOPS_SWEEP_BEFORE,
     UNREADABLE_SKIPPED,
     VERSION,
     WORLD_SIZE,
@@ -55,7 +56,7 @@ class TrialReport:
 
     An epoch's report has an ``epoch``; an ending's (infeasible settings, bad params, out
     of memory, a missing objective) has none. :meth:`to_dict` leaves out what today's
-    results do not carry: ``None`` fields, ``objective_missing`` when false,
+    results do not carry: ``None`` fields, ``stops_sweep`` when false,
     ``unreadable_skipped`` when 0; ``resumed`` and ``world_size`` in an ending at their
     defaults; ``reason`` in an epoch's report when empty (an ending always carries it).
 
@@ -79,8 +80,9 @@ class TrialReport:
             divides by; ``None`` when not measured.
         hardware_notes: Why a hardware metric is absent (``{"flops": why, ...}``); ``None``
             when none is.
-        objective_missing: Whether the module never logged an objective (the sweep stops);
-            ``False`` when absent.
+        stops_sweep: Whether every trial would meet this trial's problem the same way
+            (the module never logged an objective; an endless epoch with no step
+            budget): the sweep stops; ``False`` when absent.
         unreadable_skipped: How many unreadable newer checkpoints the restored trial passed
             over (``checkpoint/unreadable_skipped``); 0 when absent.
         facts: Every other key that is not a measurement: the worker's
@@ -104,7 +106,7 @@ class TrialReport:
     hparams: dict[str, str] | None = None
     hardware_ceiling: dict[str, Any] | None = None
     hardware_notes: dict[str, str] | None = None
-    objective_missing: bool = False
+    stops_sweep: bool = False
     unreadable_skipped: int = 0
     facts: dict[str, Any] = dataclasses.field(default_factory=dict)
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -123,7 +125,7 @@ class TrialReport:
             PID: self.pid,
             STATUS: self.status,
             REASON: self.reason if ending or self.reason else None,
-            OBJECTIVE_MISSING: True if self.objective_missing else None,
+            STOPS_SWEEP: True if self.stops_sweep else None,
             RESUMED: self.resumed if not ending or self.resumed else None,
             WORLD_SIZE: self.world_size if not ending or self.world_size != 1 else None,
             FIT_TIME_S: self.fit_time_s,
@@ -205,7 +207,8 @@ _FIELDS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
     (HPARAMS, "hparams", _text_map),
     (HARDWARE_CEILING, "hardware_ceiling", _of(Mapping, dict)),
     (HARDWARE_NOTES, "hardware_notes", _text_map),
-    (OBJECTIVE_MISSING, "objective_missing", bool),
+    (STOPS_SWEEP_BEFORE, "stops_sweep", bool),
+    (STOPS_SWEEP, "stops_sweep", bool),
     (UNREADABLE_SKIPPED, "unreadable_skipped", _of(_NUMBER, int)),
     (VERSION, "version", _of(int, int)),
 )

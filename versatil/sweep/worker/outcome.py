@@ -127,7 +127,9 @@ def epoch_report(
 def ending_result(plan: TrialPlan, error: BaseException) -> TrialReport | None:
     """The one result that ends a trial whose fit raised ``error``; ``None``: raise it.
 
-    The trial ends on bad task params (:class:`~versatil.errors.ConfigError`), a
+    A problem every trial meets the same way (an endless epoch with no step budget) ends
+    it ``failed`` and stops the sweep. The trial ends on bad task params
+    (:class:`~versatil.errors.ConfigError`), a
     setting observed not in effect, settings the device cannot run, and running out of
     memory: a retry would meet each the same way. Anything else may pass on a retry.
 
@@ -135,9 +137,13 @@ def ending_result(plan: TrialPlan, error: BaseException) -> TrialReport | None:
         plan: The trial's plan (its objectives, whose worst values the result carries).
         error: What the fit, or the trial's setup before it, raised.
     """
+    from versatil.training.budget import EveryTrialError
     from versatil.training.fit import InfeasibleError
     from versatil.training.in_effect import SettingsNotInEffectError
 
+    if isinstance(error, EveryTrialError):  # every other trial would meet it: stop the sweep
+        report = end_result(plan, TrialStatus.FAILED, str(error))
+        return with_process_facts(dataclasses.replace(report, stops_sweep=True))
     if isinstance(error, ConfigError | SettingsNotInEffectError):
         status, reason = TrialStatus.FAILED, str(error)
     elif isinstance(error, InfeasibleError):

@@ -20,6 +20,7 @@ from versatil.sweep.vocab.report import TrialReport
 __all__ = [
     "end_result",
     "epoch_result",
+    "fit_ends",
     "hardware_facts",
     "missing_objective",
     "missing_objective_report",
@@ -52,7 +53,7 @@ def epoch_result(
     loss = metrics.get("train_loss", 0.0)
     if not math.isfinite(loss):
         status = TrialStatus.DIVERGED
-    elif trainer.current_epoch + 1 >= trainer.max_epochs:
+    elif fit_ends(trainer):
         status = TrialStatus.COMPLETED
     else:
         status = TrialStatus.RUNNING
@@ -72,6 +73,25 @@ def epoch_result(
         metrics={k: v for k, v in metrics.items() if k != EPOCH},
     )
     return hardware_facts(trainer, with_process_facts(report))
+
+
+def fit_ends(trainer: Any) -> bool:
+    """Whether the fit's budget is spent after this epoch.
+
+    The budget is Lightning's: ``max_epochs``, ``max_steps`` or ``max_time`` (its
+    ``Timer`` callback), whichever ends first. A fit stopped before it (a user's
+    ``EarlyStopping``; a setting found not in effect) has not spent it: its trial reads
+    as stopped, or as the failure that stopped it.
+    """
+    from lightning.pytorch.callbacks import Timer
+
+    epochs = trainer.max_epochs
+    if epochs is not None and epochs >= 0 and trainer.current_epoch + 1 >= epochs:
+        return True
+    if 0 <= trainer.max_steps <= trainer.global_step:
+        return True
+    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+    return timer is not None and (timer.time_remaining() or 0) <= 0
 
 
 def hardware_facts(trainer: Any, report: TrialReport) -> TrialReport:
@@ -115,8 +135,14 @@ def missing_objective_report(
         f"{int(metrics.get(EPOCH, 0))}; it logged {', '.join(names) or 'nothing'}; set "
         f"{field} to one of those, or log it with self.log() in the LightningModule"
     )
+    if "max_steps" in plan.trainer and "val_check_interval" not in plan.trainer:
+        reason += (
+            "; with trainer.max_steps, Lightning validates only at epoch ends, which a step "
+            "budget may stop before: set trainer.val_check_interval to a divisor of "
+            "trainer.max_steps"
+        )
     report = end_result(plan, TrialStatus.FAILED, reason)
-    return dataclasses.replace(report, objective_missing=True)
+    return dataclasses.replace(report, stops_sweep=True)
 
 
 def missing_objective(
