@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ray_head import SLOW_MACHINE
+
 REPO = Path(__file__).resolve().parents[1]
 
 # The commands read MLflow's MLFLOW_TRACKING_URI; a shell's must not send the tests' runs to
@@ -42,6 +44,7 @@ def ray_cluster():
     """
     # Ray's socket paths must be short; the nodes and workers import tests.* modules.
     os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="vray-", dir="/tmp")
+    os.environ.update(SLOW_MACHINE)  # each node's raylet may take long to register
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
     )

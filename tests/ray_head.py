@@ -52,6 +52,11 @@ class RayHead:
             return json.load(answer)
 
 
+SLOW_MACHINE = {"RAY_raylet_start_wait_time_s": "120"}
+"""A node's start waits up to 2 minutes for its raylet to register (Ray's default, 30 s,
+is too short on 2 busy cores, where two test processes start clusters side by side)."""
+
+
 def start_ray_head(
     num_cpus: int, env: dict[str, str], timeout_s: float = 180, host: str = "127.0.0.1"
 ) -> RayHead:
@@ -68,6 +73,7 @@ def start_ray_head(
     Raises:
         RuntimeError: With the head's output, when it exits or does not answer in time.
     """
+    env = {**SLOW_MACHINE, **env}
     # Ray's socket paths must stay short: not under pytest's long tmp_path.
     temp_dir = Path(tempfile.mkdtemp(prefix="vrj-", dir="/tmp"))
     log = temp_dir / "head.log"
@@ -168,6 +174,7 @@ def start_hidden_node(
     private propagation, so the mounts stay inside. It joins ``head`` on loopback, with free
     ports of its own; it is stopped like a head, by its session (:func:`stop_ray_node`).
     """
+    env = {**SLOW_MACHINE, **env}
     log = head.temp_dir / f"node-{free_port()}.log"
     ports = {
         "--node-manager-port": free_port(),

@@ -48,6 +48,12 @@ def test_a_language_model_on_an_endless_stream_trains_its_step_budget(
     stream = io.StringIO()
     outcome = run_sweep(config, stream=stream, tracking_uri=mlflow_server)
     assert {r.status for r in outcome.rows} == {"completed"}, [r.reason for r in outcome.rows]
+    # A first line before Ray and the first result; the last trial's line says all ended.
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("sweep 'lm-steps': 2 trials, at most 2 at once, 12 steps each; ")
+    assert sum("trials ended" in line for line in lines) == 2
+    assert "[1/2 trials ended, about " in stream.getvalue()
+    assert "[2/2 trials ended]" in stream.getvalue()
     # The plan logged on the parent run counts the budget in steps, and each trial
     # trained exactly it: no epoch ever ended.
     client = MlflowClient(mlflow_server)

@@ -18,7 +18,12 @@ __all__ = ["ProgressPrinter", "tune_console_quiet"]
 
 
 class ProgressPrinter:
-    """Prints one line per reported epoch and per finished trial (a Tune callback)."""
+    """Prints one line per reported epoch and per finished trial (a Tune callback).
+
+    A trial's last line says how far the sweep is: the trials ended of those planned,
+    and an estimate of the time left (the mean time per ended trial so far, times those
+    left: rough while few have ended).
+    """
 
     def __init__(self, plan: Plan, stream: TextIO | None = None) -> None:
         from ray import tune
@@ -35,6 +40,8 @@ class ProgressPrinter:
         self.objectives = plan.objectives.objectives
         self.stream = stream or sys.stdout  # looked up now: a redirected stdout counts
         self.start = time.perf_counter()
+        self.planned = plan.planned_trials
+        self.ended: set[str] = set()
 
     def _print(self, text: str) -> None:
         print(f"[{time.perf_counter() - self.start:6.1f}s] {text}", file=self.stream, flush=True)
@@ -44,7 +51,7 @@ class ProgressPrinter:
         report = TrialReport.from_dict(result)
         status = report.status or ""
         if status in (TrialStatus.INFEASIBLE, TrialStatus.FAILED):
-            self._print(f"{trial.trial_id} {status}: {report.reason} ({axes})")
+            self._print(f"{trial.trial_id} {status}: {report.reason} ({axes}){self._end(trial)}")
             return
         measured = report.metrics
         epoch = (report.epoch or 0) + 1
@@ -60,7 +67,17 @@ class ProgressPrinter:
             speed += f" (too short to time: {windows} windows of {window_s:g} s)"
         if measured.get(DEVICE_TRIALS_MAX, 1) > 1:
             speed += f" (GPU shared by {measured[DEVICE_TRIALS_MAX]:g} trials)"
-        self._print(f"{trial.trial_id} epoch {epoch} {values} {speed} {status} ({axes})")
+        ending = self._end(trial) if status and status != TrialStatus.RUNNING else ""
+        self._print(f"{trial.trial_id} epoch {epoch} {values} {speed} {status} ({axes}){ending}")
+
+    def _end(self, trial: Any) -> str:
+        """`` [3/16 trials ended, about 40 s left]`` for a trial's last line."""
+        self.ended.add(trial.trial_id)
+        done, planned = len(self.ended), max(self.planned, len(self.ended))
+        if done >= planned:
+            return f" [{done}/{planned} trials ended]"
+        left = (time.perf_counter() - self.start) / done * (planned - done)
+        return f" [{done}/{planned} trials ended, about {left:.0f} s left]"
 
 
 @contextlib.contextmanager

@@ -165,6 +165,7 @@ def run_sweep(
     # 2. track: MLflow opens while Ray starts (the first result comes seconds later).
     opening = open_tracking(prepared)
     # 3. connect: the task's code travels with the connection (Ray's runtime_env).
+    print(plan.opening(address), file=stream or sys.stdout, flush=True)
     connect_with(prepared.shipment, address, stream or sys.stdout)
     storage, name = prepared.storage, prepared.name
     tracker = make_tracker(opening, plan, functools.partial(_records_now, storage, name))

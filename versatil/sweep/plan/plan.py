@@ -109,6 +109,22 @@ class Plan:
                 lines.append(f"{key}: {_short(old)} -> {_short(new)}")
         return lines
 
+    def opening(self, address: str | None) -> str:
+        """The line a sweep prints as it starts, before Ray and the first result.
+
+        A first epoch may take minutes: the line says what is coming meanwhile.
+
+        Args:
+            address: The Ray cluster the sweep connects to; ``None``: a local Ray.
+        """
+        at_once = self.resources.max_concurrent_trials
+        concurrency = f"at most {at_once} at once" if at_once else "as many at once as fit"
+        ray = f"connecting to Ray at {address}" if address else "starting Ray"
+        return (
+            f"sweep {self.name!r}: {self.planned_trials} trials, {concurrency}, "
+            f"{self.budget.amount} {self.budget.unit} each; {ray}"
+        )
+
     def lines(self) -> list[str]:
         """The plan in a few lines, as ``--dry-run`` prints it."""
         objectives = ", ".join(f"{m} ({mode})" for m, mode in self.objectives.objectives)
