@@ -39,6 +39,8 @@ TIMEOUT_S = 300
 # Top-level keys that make a YAML block a whole sweep file; any other YAML block is a
 # fragment of one, checked laid over the quickstart sweep.
 SWEEP_FILE_KEYS = {"name", "task", "space"}
+# The top-level keys of a LightningCLI config, which a sweep's task.config names.
+CLI_CONFIG_KEYS = {"seed_everything", "model", "data", "trainer", "optimizer", "lr_scheduler"}
 
 COMMAND = "python -m versatil.sweep"
 SHELL_LANGS = {"bash", "console", "shell", "sh"}
@@ -96,13 +98,22 @@ _yaml_blocks: dict[tuple[str, bool], Block] = {}
 for _block in BLOCKS:
     if _block.lang in {"yaml", "yml"}:
         _yaml_blocks.setdefault((_block.text, _block.bad_input), _block)
-YAML_BLOCKS = list(_yaml_blocks.values())
 FILE_BLOCKS = [block for block in BLOCKS if block.file_name]
 
 
 def is_sweep_file(block: Block) -> bool:
     data = yaml.safe_load(block.text)
     return isinstance(data, dict) and bool(SWEEP_FILE_KEYS & data.keys())
+
+
+def is_cli_config(block: Block) -> bool:
+    """A LightningCLI config (``task.config``'s file): a model, and LightningCLI's keys only."""
+    data = yaml.safe_load(block.text)
+    return isinstance(data, dict) and "model" in data and data.keys() <= CLI_CONFIG_KEYS
+
+
+CLI_BLOCKS = [block for block in _yaml_blocks.values() if is_cli_config(block)]
+YAML_BLOCKS = [block for block in _yaml_blocks.values() if not is_cli_config(block)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,6 +235,14 @@ def test_readme_links_to_docs_exist() -> None:
 def test_the_docs_show_what_these_tests_check() -> None:
     assert any(is_sweep_file(block) for block in YAML_BLOCKS)
     assert RUNS and SUBCOMMANDS
+
+
+@pytest.mark.parametrize("block", CLI_BLOCKS, ids=lambda block: block.where)
+def test_lightning_cli_config_parses(block: Block) -> None:
+    from versatil.training.tasks.cli_config import read_cli_config
+
+    assert block.file_name, f"{block.where}: a LightningCLI config needs <!-- file: NAME -->"
+    read_cli_config(block.text)  # LightningCLI's own parse: the classes import and fit
 
 
 @pytest.mark.parametrize("block", YAML_BLOCKS, ids=lambda block: block.where)

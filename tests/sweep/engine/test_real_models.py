@@ -4,7 +4,7 @@ Real sweeps on the Ray cluster, logged to a real MLflow server: a causal languag
 on an endless ``IterableDataset`` budgeted in steps, validated every few steps; the same
 stream with only ``max_epochs`` (refused as the fit starts, and the sweep stops); an
 image classifier on a dataset longer than its budget, with accumulation, clipping and a
-callback of the user's.
+callback of the user's; the language model again, given as a LightningCLI config.
 """
 
 import io
@@ -29,6 +29,9 @@ CONV = {
     "name": "tests.user_tasks.conv_classifier:build",
     "params": {"n_train": 2048, "n_val": 64, "image_size": 16, "channels": 8, "blocks": 1},
 }
+
+
+CLI_CONFIG = Path(__file__).resolve().parents[2] / "user_tasks" / "configs" / "causal_lm.yaml"
 
 
 def _global_step(row) -> int:
@@ -126,3 +129,29 @@ def test_an_image_model_with_accumulation_clipping_and_its_callback_trains_its_s
     assert params["trainer.accumulate_grad_batches"] == "2"
     assert params["trainer.gradient_clip_val"] == "0.5"
     assert "EarlyStopping" in params["trainer.callbacks"]
+
+
+@pytest.mark.slow  # a sweep of four trials on the Ray cluster
+def test_a_lightning_cli_config_is_swept_by_its_own_keys(ray_cluster, mlflow_server, sweep_config):
+    config = sweep_config(
+        name="lm-cli",
+        task={"config": str(CLI_CONFIG)},
+        trainer={"accelerator": "cpu"},  # the budget and the seed are the file's
+        space={"precision": ["32", "bf16-mixed"], "model.lr": {"grid": [0.001, 0.01]}},
+    )
+    outcome = run_sweep(config, stream=io.StringIO(), tracking_uri=mlflow_server)
+    assert len(outcome.rows) == 4 and {r.status for r in outcome.rows} == {"completed"}
+    assert all(_global_step(r) == 12 for r in outcome.rows)  # the file's max_steps
+    # Each trial's model was built by LightningCLI with the trial's model.lr: the module's
+    # own hyperparameter (save_hyperparameters) says so in its MLflow run.
+    runs = child_runs(MlflowClient(mlflow_server), outcome.tracking)
+    assert sorted(float(r.data.params["lr"]) for r in runs) == [0.001, 0.001, 0.01, 0.01]
+    for run in runs:
+        params = run.data.params
+        assert params["lr"] == params["model.lr"] and params["trainer.max_steps"] == "12"
+        assert params["trainer.gradient_clip_val"] == "1.0"
+    # The lr changes the answer: the two lrs' objectives differ, beyond any precision's.
+    by_lr = {}
+    for row in outcome.rows:
+        by_lr.setdefault(row.axes["model.lr"], []).append(row.objective)
+    assert min(by_lr[0.01]) < min(by_lr[0.001])

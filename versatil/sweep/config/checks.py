@@ -62,6 +62,9 @@ def check_task(config: SweepConfig) -> None:
             value the params model rejects, each under the field of the sweep file.
     """
     check_objectives(config)
+    if config.task.config is not None:
+        _check_cli_axes(config)
+        return
     model = params_model_for(config.task.name)
     if model is None:
         return
@@ -94,6 +97,32 @@ def check_task(config: SweepConfig) -> None:
             errors += _value_errors(model, params, section, name)
     if errors:
         raise ConfigError("; ".join(dict.fromkeys(errors)))
+
+
+def _check_cli_axes(config: SweepConfig) -> None:
+    """Checks every swept value of a LightningCLI config's keys against the file's classes.
+
+    Raises:
+        ConfigError: naming each axis whose value LightningCLI refuses, in its words.
+    """
+    from versatil.training.tasks.cli_config import read_cli_config
+
+    text = config.task.config_text or ""
+    swept = [n for n in config.space if n not in ENUM_AXES and n != SEED]
+    swept += [n for n in config.scheduler.hyperparam_mutations if n not in ENUM_AXES]
+    errors = []
+    for name in dict.fromkeys(swept):
+        axis = config.space.get(name) or config.scheduler.hyperparam_mutations[name]
+        for value in _samples(axis)[:1]:
+            try:
+                read_cli_config(text, {**config.task.params, name: value})
+            except ConfigError as error:
+                detail = str(error).removeprefix("task.config: ")
+                errors.append(
+                    f"space.{name}: {value!r} for task.config {config.task.config!r}: {detail}"
+                )
+    if errors:
+        raise ConfigError("; ".join(errors))
 
 
 def _value_errors(

@@ -11,6 +11,7 @@ import pydantic
 
 from versatil.errors import ConfigError, describe_validation_error
 from versatil.sweep.config.axes import ENUM_AXES, is_grid
+from versatil.sweep.config.cli_task import with_cli_config
 from versatil.sweep.config.limits import MAX_SEED, MAX_TRIALS
 from versatil.sweep.config.reference import reference_note
 from versatil.sweep.config.schema import SweepConfig
@@ -58,9 +59,15 @@ def load_sweep(
 def validate_sweep(data: Mapping[str, Any], source: str = "sweep") -> SweepConfig:
     """Validates plain data into a SweepConfig, raising one ConfigError for all problems.
 
+    A task given as a LightningCLI config (``task.config``) is read first, its Trainer
+    options joining the trainer section (:func:`~versatil.sweep.config.cli_task.with_cli_config`).
     ``resources.gpu`` comes back resolved against ``trainer.accelerator`` (see
     :meth:`~versatil.sweep.config.sections.ResourcesSection.gpus_for`).
     """
+    try:
+        data = with_cli_config(data)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
     try:
         config = SweepConfig.model_validate(data)
     except pydantic.ValidationError as error:

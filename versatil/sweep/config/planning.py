@@ -167,8 +167,8 @@ def _trial(
 ) -> TrialPlan:
     mutated = tuple(config.scheduler.hyperparam_mutations) if config.scheduler.type == "pbt" else ()
     return TrialPlan(
-        task=config.task.name,
-        params=dict(config.task.params),
+        task=config.task.spec,
+        params=config.task.fixed_params,
         max_epochs=config.trainer.epochs,
         trainer=config.trainer.options,
         seed=config.trainer.seed,

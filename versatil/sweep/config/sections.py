@@ -14,6 +14,8 @@ from versatil.sweep.plan.records import GPU_ACCELERATORS
 from versatil.training.spec import (
     parse_accelerator,
 )
+from versatil.training.tasks.cli_config import CONFIG_PARAM
+from versatil.training.tasks.cli_config import TASK as CLI_TASK
 from versatil.training.trainer_options import check_trainer_options
 
 __all__ = [
@@ -66,13 +68,52 @@ class ConfirmSection(pydantic.BaseModel):
         return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
+DEFAULT_TASK = "reaching"
+
+
 class TaskSection(pydantic.BaseModel):
     """Which task the trials train, and its fixed params."""
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
-    name: str = pydantic.Field("reaching", description="Built-in task or 'package.module:factory'.")
+    name: str = pydantic.Field(
+        DEFAULT_TASK, description="Built-in task or 'package.module:factory'."
+    )
     params: dict[str, Any] = pydantic.Field(default_factory=dict, description="Fixed task params.")
+    config: str | None = pydantic.Field(
+        None,
+        description="A LightningCLI config file (seed_everything, model and data by "
+        "class_path/init_args, trainer), read by LightningCLI itself, instead of name; space "
+        "axes name its keys (model.lr, data.batch_size); its trainer options join the "
+        "trainer section's. A relative path is from the directory the sweep starts in.",
+    )
+    config_text: str | None = pydantic.Field(
+        None,
+        description="The config file's text, read when the sweep loads and kept with it, so "
+        "that a resume or a sync elsewhere needs no file; not written by hand.",
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _name_or_config(self) -> TaskSection:
+        named = "name" in self.model_fields_set and self.name != DEFAULT_TASK
+        if self.config is not None and named:
+            raise ValueError(
+                f"task: give name ({self.name!r}) or config ({self.config!r}), not both: a "
+                "LightningCLI config names its model and data itself"
+            )
+        return self
+
+    @property
+    def spec(self) -> str:
+        """The task each trial builds: ``name``, or the LightningCLI config's builder."""
+        return CLI_TASK if self.config is not None else self.name
+
+    @property
+    def fixed_params(self) -> dict[str, Any]:
+        """The params every trial's task gets: ``params``, and a config's text."""
+        if self.config is None:
+            return dict(self.params)
+        return {CONFIG_PARAM: self.config_text, **self.params}
 
 
 class ObjectiveSection(pydantic.BaseModel):

@@ -127,7 +127,8 @@ def plan_shipment(config: SweepConfig, joining: bool) -> Shipment:
         if path.is_dir():  # its virtual environments and the storage path stay out too
             excludes += _measure(path, excludes, storage, field, large=False)[3]
     default = None
-    if joining and not section.ships_code and not _job_ships_code():
+    # A LightningCLI config's classes are the user's to ship (runtime_env.working_dir).
+    if joining and not section.ships_code and not _job_ships_code() and not config.task.config:
         default = _task_code(config.task.name)
     if default is None:
         if not env:
