@@ -28,6 +28,7 @@ QUIET = dict(
     enable_progress_bar=False,
     enable_model_summary=False,
 )
+GAN = "tests.user_tasks.gan:build"
 GAN_PARAMS = {"n_samples": 512, "batch_size": 64}
 
 
@@ -43,6 +44,10 @@ def fit_count(module, data=None, callbacks=(), **overrides):
 
 def config(task, **overrides):
     data = {"task": task, "max_epochs": 2, "accelerator": "cpu", **overrides}
+    params = data.get("params", {})
+    if task == GAN:  # a stream with no length: its epoch is counted in batches
+        batches = params.get("n_samples", 4096) // params.get("batch_size", 128)
+        data["trainer"] = {"limit_train_batches": batches}
     return TrainConfig.from_mapping(data)
 
 

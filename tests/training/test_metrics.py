@@ -45,6 +45,26 @@ def test_dict_batches_count_samples_and_warm_up_is_left_out(tmp_path):
         assert_consistent(epoch)
 
 
+def test_a_validation_inside_the_epoch_is_not_training_time(tmp_path):
+    # Eight batches an epoch, validated after the fourth (val_check_interval) and at the
+    # epoch's end; each validation pauses 1 s, which no training time may include.
+    config = TrainConfig.from_mapping(
+        {
+            "task": USER_TASK,
+            "params": {"n": 64, "batch_size": 8, "val_pause_s": 1.0},
+            "max_epochs": 2,
+            "accelerator": "cpu",
+            "trainer": {"val_check_interval": 4, "limit_val_batches": 1},
+        }
+    )
+    result = train(config, tmp_path, warmup_steps=2)
+    first, second = result.history
+    assert (first["throughput_steps"], second["throughput_steps"]) == (6, 8)
+    for epoch in result.history:
+        assert_consistent(epoch)
+        assert epoch["epoch_time_s"] < 1.0 and epoch["throughput_time_s"] < 1.0
+
+
 def test_a_module_counts_its_own_samples(tmp_path):
     result = train(user_config(n=20, batch_size=5, tokens=True), tmp_path, warmup_steps=1)
     tokens = [tokens_of(i) for i in range(20)]

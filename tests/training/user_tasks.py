@@ -9,6 +9,8 @@ the start of that epoch unless the fit was resumed from a checkpoint), ``tokens`
 tokens per batch with ``count_samples``).
 """
 
+import time
+
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -64,6 +66,7 @@ class UserModel(L.LightningModule):
         scheduler: bool = False,
         ballast_mb: int = 0,
         crash_epoch: int = -1,
+        val_pause_s: float = 0.0,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -88,6 +91,7 @@ class UserModel(L.LightningModule):
         return loss
 
     def validation_step(self, batch, batch_idx):
+        time.sleep(self.hparams.val_pause_s)  # a slow validation, where a test needs one
         loss = torch.nn.functional.mse_loss(self(batch["features"]), batch["target"])
         self.log("val_loss", loss)
 

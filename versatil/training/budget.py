@@ -2,8 +2,10 @@
 
 A task's training loader may have no length: an ``IterableDataset`` streaming tokens
 forever. Its epoch never ends, so ``max_epochs`` alone never ends the fit; Lightning
-would train until killed, printing nothing. :class:`EndlessEpochCheck` stops such a fit
-as it starts, naming the options that would bound it.
+would train until killed, printing nothing. Whether a stream ends cannot be known
+without reading it to its end, so :class:`EndlessEpochCheck` stops any fit whose loader
+has no length as it starts, unless a step, batch or time budget bounds it, naming the
+options that would.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from typing import Any
 import lightning as L
 
 from versatil.errors import ConfigError
-from versatil.training.trainer_options import BUDGET_OPTIONS
 
 __all__ = ["EndlessEpochCheck", "EveryTrialError", "is_unbounded"]
 
@@ -56,8 +57,9 @@ class EndlessEpochCheck(L.Callback):
         if not self.unbounded or not math.isinf(trainer.num_training_batches):
             return
         raise EveryTrialError(
-            f"trainer.max_steps: the training loader of task {self.task!r} has no length (an "
-            "endless stream, such as an IterableDataset), so an epoch never ends and "
-            "trainer.max_epochs never stops the fit; set trainer.max_steps to budget it in "
-            f"steps (or one of {', '.join('trainer.' + o for o in BUDGET_OPTIONS[1:])})"
+            f"trainer.max_steps: the training loader of task {self.task!r} has no length (a "
+            "stream, such as an IterableDataset), so nothing says that an epoch ends, and "
+            "trainer.max_epochs alone would train an endless stream forever; set "
+            "trainer.max_steps to budget it in steps, trainer.limit_train_batches to the "
+            "batches of an epoch of a stream that ends, or trainer.max_time"
         )

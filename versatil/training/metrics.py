@@ -103,12 +103,13 @@ class ThroughputMonitor(L.Callback):
     - ``throughput_time_s``: wall time of those batches, each from the end of the batch
       before it (its own start, when it opens the epoch) to its end. It includes loading
       each batch, the step and the per-batch hooks; it excludes the epoch's data-loader
-      start-up, validation and the batches that compiled.
+      start-up, validation (a batch after a validation counts from its own start) and
+      the batches that compiled.
     - ``throughput_compile_batches``: the fit's batches past the warm-up left out so far
       because dynamo compiled during them.
     - ``samples_seen``: the samples in all the epoch's training batches.
-    - ``epoch_time_s``: from the epoch's start to the end of its last training batch
-      (validation excluded).
+    - ``epoch_time_s``: from the epoch's start to the end of its last training batch,
+      less the validations between its batches (``trainer.val_check_interval``).
     - ``peak_memory_mb``: on GPU the CUDA allocator's peak for the epoch; on CPU the
       process's peak resident set during the epoch (``VmHWM``, reset at the epoch's start;
       where that reset is unavailable, the process's lifetime ``ru_maxrss``).
@@ -203,12 +204,31 @@ class ThroughputMonitor(L.Callback):
         self._steady_time = 0.0
         self._epoch_start = time.perf_counter()
         self._last_end: float | None = None
+        self._validation_s = 0.0  # the epoch's validations between its training batches
+        self._pending_validation_s = 0.0
+        self._batch_end = self._epoch_start
+
+    @override
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._validation_start = time.perf_counter()
+
+    @override
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # A validation between training batches (trainer.val_check_interval) is not
+        # training: the next batch's share starts at its own start, and the epoch's time
+        # leaves the validation out once a training batch follows it.
+        if trainer.sanity_checking or getattr(self, "_last_end", None) is None:
+            return
+        self._pending_validation_s = time.perf_counter() - self._validation_start
+        self._last_end = None
 
     @override
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         self._batch_start = time.perf_counter()
+        self._validation_s += self._pending_validation_s
+        self._pending_validation_s = 0.0
         if self._last_end is None:  # the batch's share of the time starts here
             self._last_marker = self._activity.marker()
 
@@ -243,7 +263,7 @@ class ThroughputMonitor(L.Callback):
                 self._window_add(samples, now - since)
         self._record_step(now - self._batch_start, compiled)
         self._fit_batches += 1
-        self._last_end = now
+        self._last_end = self._batch_end = now
         self._last_marker = marker
 
     def _record_step(self, compute: float, compiled: bool) -> None:
@@ -257,8 +277,7 @@ class ThroughputMonitor(L.Callback):
 
     @override
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        end = self._epoch_start if self._last_end is None else self._last_end
-        epoch_time = max(end - self._epoch_start, 1e-9)
+        epoch_time = max(self._batch_end - self._epoch_start - self._validation_s, 1e-9)
         if self._steady_steps:
             measured = max(self._steady_time, 1e-9)
             samples_per_sec = self._steady_samples / measured

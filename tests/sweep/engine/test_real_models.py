@@ -90,7 +90,7 @@ def test_an_endless_stream_budgeted_in_epochs_alone_is_refused_as_it_starts(
     message = str(raised.value)
     assert message.startswith(
         "trainer.max_steps: the training loader of task 'tests.user_tasks.causal_lm_stream:"
-        "build' has no length (an endless stream, such as an IterableDataset)"
+        "build' has no length (a stream, such as an IterableDataset), so nothing says that"
     )
     assert "The sweep stopped at that result" in message
     assert re.search(r"\(1 of [1-4] trials started\)", message)  # the others never start

@@ -44,6 +44,7 @@ class UserTask:
     logged: tuple[str, ...]
     objective: str = "val_loss"
     mode: str = "min"
+    trainer: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def spec(self) -> str:
@@ -84,9 +85,14 @@ TASKS = {
         ("train_loss", "val_loss", "val_ppl", "val_token_acc"),
     ),
     # Manual optimization with two optimizers, a streamed IterableDataset with no __len__:
-    # FLOPs are counted in the fit's own first step, where self.optimizers() works.
+    # FLOPs are counted in the fit's own first step, where self.optimizers() works. A
+    # stream with no length says how many batches an epoch is (4096 samples in 128s).
     "gan": UserTask(
-        "gan", "GAN", {"n_samples": 4096}, ("train_loss", "g_loss", "d_loss", "val_loss")
+        "gan",
+        "GAN",
+        {"n_samples": 4096},
+        ("train_loss", "g_loss", "d_loss", "val_loss"),
+        trainer={"limit_train_batches": 32},
     ),
     "maximize": UserTask(
         "maximize",
@@ -107,7 +113,7 @@ def test_user_task_is_measured_and_tracked_right(name, ray_cluster, sweep_config
         task={"name": task.spec, "params": task.params},
         objective={"metric": task.objective, "mode": task.mode},
         space={"precision": ["32", "bf16-mixed"], "compile_mode": ["none", "default"]},
-        trainer={"max_epochs": EPOCHS, "accelerator": "cpu"},
+        trainer={"max_epochs": EPOCHS, "accelerator": "cpu", **task.trainer},
     )
     outcome = run_sweep(config, stream=io.StringIO())
     assert [r.status for r in outcome.rows] == ["completed"] * 4, [r.reason for r in outcome.rows]
