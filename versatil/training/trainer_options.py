@@ -33,6 +33,7 @@ __all__ = [
     "QUIET_DEFAULTS",
     "check_trainer_options",
     "instantiate_callbacks",
+    "lightning_quiet",
     "step_options",
     "trainer_arguments",
 ]
@@ -182,18 +183,27 @@ def _interval_problems(options: Mapping[str, Any], prefix: str) -> list[str]:
     ]
 
 
+_LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning_fabric")
+
+
 @contextlib.contextmanager
-def _lightning_quiet() -> Iterator[None]:
-    """Leaves out what building a Trainer prints (``GPU available: ...``), while it lasts."""
-    logger = logging.getLogger("lightning.pytorch")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+def lightning_quiet() -> Iterator[None]:
+    """Keeps Lightning's info lines and warnings off, while it lasts.
+
+    ``GPU available: ...``, ``Seed set to ...``, jsonargparse's deprecations: what building
+    a Trainer or parsing a LightningCLI config prints, none of it actionable here.
+    """
+    loggers = [logging.getLogger(name) for name in _LIGHTNING_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _lightning_refusal(options: Mapping[str, Any], prefix: str) -> list[str]:
@@ -202,7 +212,7 @@ def _lightning_refusal(options: Mapping[str, Any], prefix: str) -> list[str]:
 
     kwargs = {k: v for k, v in options.items() if k != "callbacks"}
     try:
-        with _lightning_quiet():
+        with lightning_quiet():
             pl.Trainer(
                 accelerator="cpu",
                 devices=1,

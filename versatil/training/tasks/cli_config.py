@@ -15,14 +15,12 @@ task without seeing the file.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import logging
-import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from versatil.errors import ConfigError
+from versatil.training.trainer_options import lightning_quiet
 
 __all__ = ["CONFIG_PARAM", "TASK", "CliConfig", "build", "read_cli_config"]
 
@@ -31,8 +29,6 @@ TASK = "versatil.training.tasks.cli_config:build"
 
 CONFIG_PARAM = "config"
 """The task param that holds the config file's text."""
-
-_QUIET_NAMES = ("lightning.pytorch", "lightning.fabric", "lightning_fabric")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,22 +42,6 @@ class CliConfig:
 
     trainer: dict[str, Any]
     seed: int | None
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Keeps LightningCLI's "Seed set to" and jsonargparse's deprecation notes off."""
-    loggers = [logging.getLogger(name) for name in _QUIET_NAMES]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
 
 
 def _cli(text: str, overrides: Mapping[str, Any], *, instantiate: bool) -> Any:
@@ -87,7 +67,7 @@ def _cli(text: str, overrides: Mapping[str, Any], *, instantiate: bool) -> Any:
     if instantiate:
         args.append("--seed_everything=false")  # each trial is seeded by versatil
     try:
-        with _quiet():
+        with lightning_quiet():
             return _Cli(
                 model_class=None,
                 datamodule_class=None,
