@@ -55,6 +55,7 @@ def test_a_language_model_on_an_endless_stream_trains_its_step_budget(
     lines = stream.getvalue().splitlines()
     assert lines[0].startswith("sweep 'lm-steps': 2 trials, at most 2 at once, 12 steps each; ")
     assert sum("trials ended" in line for line in lines) == 2
+    assert sum(" step 12/12 val_loss=" in line for line in lines) == 2  # not "epoch 1"
     assert "[1/2 trials ended, about " in stream.getvalue()
     assert "[2/2 trials ended]" in stream.getvalue()
     # The plan logged on the parent run counts the budget in steps, and each trial

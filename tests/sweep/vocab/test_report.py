@@ -23,6 +23,7 @@ FIRST_EPOCH_KEYS = {
     "val_loss",
     "samples_per_sec",
     "epoch",
+    "step",
     "node_id",
     "pid",
     "in_effect/matmul_precision",
@@ -45,6 +46,7 @@ def first_epoch() -> TrialReport:
     return TrialReport(
         status=TrialStatus.RUNNING,
         epoch=0,
+        step=8,
         resumed=False,
         world_size=1,
         node_id="abc123",
@@ -181,6 +183,7 @@ reports = st.builds(
     status=st.sampled_from(TrialStatus) | maybe(),
     reason=texts,
     epoch=st.integers(0, 10**6) | maybe(),
+    step=st.integers(0, 10**9) | maybe(),
     resumed=st.booleans(),
     world_size=st.integers(1, 256),
     node_id=texts | maybe(),

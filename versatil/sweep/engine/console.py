@@ -20,6 +20,8 @@ __all__ = ["ProgressPrinter", "tune_console_quiet"]
 class ProgressPrinter:
     """Prints one line per reported epoch and per finished trial (a Tune callback).
 
+    A line says how far its trial is: ``epoch 2``, or ``step 40/60`` under a step budget.
+
     A trial's last line says how far the sweep is: the trials ended of those planned,
     and an estimate of the time left (the mean time per ended trial so far, times those
     left: rough while few have ended).
@@ -41,6 +43,7 @@ class ProgressPrinter:
         self.stream = stream or sys.stdout  # looked up now: a redirected stdout counts
         self.start = time.perf_counter()
         self.planned = plan.planned_trials
+        self.steps = plan.budget.amount if plan.budget.unit == "steps" else None
         self.ended: set[str] = set()
 
     def _print(self, text: str) -> None:
@@ -54,7 +57,9 @@ class ProgressPrinter:
             self._print(f"{trial.trial_id} {status}: {report.reason} ({axes}){self._end(trial)}")
             return
         measured = report.metrics
-        epoch = (report.epoch or 0) + 1
+        where = f"epoch {(report.epoch or 0) + 1}"
+        if self.steps is not None and report.step is not None:
+            where = f"step {report.step}/{self.steps}"  # a step budget: how far along it
         values = " ".join(  # top-level keys, as Tune reads the objectives
             f"{metric}={result.get(metric, 0):.4g}"
             for metric, _ in self.objectives
@@ -68,7 +73,7 @@ class ProgressPrinter:
         if measured.get(DEVICE_TRIALS_MAX, 1) > 1:
             speed += f" (GPU shared by {measured[DEVICE_TRIALS_MAX]:g} trials)"
         ending = self._end(trial) if status and status != TrialStatus.RUNNING else ""
-        self._print(f"{trial.trial_id} epoch {epoch} {values} {speed} {status} ({axes}){ending}")
+        self._print(f"{trial.trial_id} {where} {values} {speed} {status} ({axes}){ending}")
 
     def _end(self, trial: Any) -> str:
         """`` [3/16 trials ended, about 40 s left]`` for a trial's last line."""

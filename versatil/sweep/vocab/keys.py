@@ -23,6 +23,7 @@ __all__ = [
     "RESUMED",
     "SEED",
     "STATUS",
+    "STEP",
     "STOPS_SWEEP",
     "STOPS_SWEEP_BEFORE",
     "UNREADABLE_SKIPPED",
@@ -40,6 +41,9 @@ REASON = "reason"
 
 EPOCH = "epoch"
 """The epoch a result reports (0-based); the MLflow step of its metrics."""
+
+STEP = "step"
+"""The fit's global step (optimizer steps so far) when a result was reported."""
 
 SEED = "seed"
 """The axis that replicates a configuration: the fit's seed (``replicates: K`` adds it).
@@ -108,6 +112,7 @@ BOOKKEEPING = frozenset(
         "checkpoint_dir_name",
         "should_checkpoint",
         EPOCH,
+        STEP,
         STATUS,
         REASON,
         HPARAMS,

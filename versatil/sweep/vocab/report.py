@@ -37,6 +37,7 @@ from versatil.sweep.vocab.keys import (
     REASON,
     RESUMED,
     STATUS,
+    STEP,
     STOPS_SWEEP,
     STOPS_SWEEP_BEFORE,
     UNREADABLE_SKIPPED,
@@ -68,6 +69,8 @@ class TrialReport:
         reason: Why the trial was infeasible, failed or stopped; ``""`` when no reason.
         epoch: The epoch reported (0-based), the MLflow step of its metrics; ``None`` in
             an ending.
+        step: The fit's global step when it reported (what a step budget counts);
+            ``None`` in an ending, and in results written before it was reported.
         resumed: Whether the fit went on from a checkpoint (a retry, a resume, a PBT
             exploit); ``False`` when absent.
         world_size: How many processes trained the fit; 1 when absent.
@@ -98,6 +101,7 @@ class TrialReport:
     status: TrialStatus | None
     reason: str = ""
     epoch: int | None = None
+    step: int | None = None
     resumed: bool = False
     world_size: int = 1
     node_id: str | None = None
@@ -121,6 +125,7 @@ class TrialReport:
         ending = self.epoch is None
         fields: dict[str, Any] = {
             EPOCH: self.epoch,
+            STEP: self.step,
             NODE_ID: self.node_id,
             PID: self.pid,
             STATUS: self.status,
@@ -199,6 +204,7 @@ _FIELDS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
     (STATUS, "status", _status),
     (REASON, "reason", lambda v: "" if v is None else str(v)),
     (EPOCH, "epoch", _of(_NUMBER, int)),
+    (STEP, "step", _of(_NUMBER, int)),
     (RESUMED, "resumed", bool),
     (WORLD_SIZE, "world_size", _of(_NUMBER, int)),
     (NODE_ID, "node_id", _of(str, str)),

@@ -60,6 +60,7 @@ def epoch_result(
     report = TrialReport(
         status=status,
         epoch=int(metrics[EPOCH]) if EPOCH in metrics else trainer.current_epoch,
+        step=trainer.global_step,
         resumed=resumed,
         world_size=trainer.world_size,
         # Seconds inside this trial's fit so far (settings applied, model built, epochs).
