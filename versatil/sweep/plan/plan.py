@@ -122,7 +122,7 @@ class Plan:
         ray = f"connecting to Ray at {address}" if address else "starting Ray"
         return (
             f"sweep {self.name!r}: {self.planned_trials} trials, {concurrency}, "
-            f"{self.budget.amount} {self.budget.unit} each; {ray}"
+            f"{self.budget.counted} each; {ray}"
         )
 
     def lines(self) -> list[str]:
@@ -141,7 +141,7 @@ class Plan:
             f"reference: {reference} ({self.reference.chosen})",
             f"search: {search.algorithm}, {self.planned_trials} trials, "
             f"seeds {', '.join(map(str, search.seeds))}; scheduler: {scheduler}",
-            f"budget: {self.budget.amount} {self.budget.unit} per trial",
+            f"budget: {self.budget.counted} per trial",
             f"resources: {per_trial} per trial ({resources.accelerator}); re-timing "
             f"{retime['num_cpus']:g} CPU, {retime['num_gpus']:g} GPU",
             f"objectives: {objectives}, tolerance {self.objectives.tolerance:g}",

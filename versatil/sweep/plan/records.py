@@ -100,6 +100,14 @@ class Budget:
     max_epochs: int | None = 3
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
+    @property
+    def counted(self) -> str:
+        """The budget as a reader says it: ``60 steps``, ``1 epoch``, ``00:01:00:00``."""
+        if self.unit == "time":
+            return f"{self.amount} of training"
+        unit = self.unit.removesuffix("s") if self.amount == 1 else self.unit
+        return f"{self.amount} {unit}"
+
 
 @dataclasses.dataclass(frozen=True)
 class Resources:
