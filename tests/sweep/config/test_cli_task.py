@@ -108,3 +108,10 @@ def test_the_cli_refuses_a_config_lightning_refuses_with_exit_2(tmp_path, capsys
     err = capsys.readouterr().err
     assert "task.config: LightningCLI refuses it: " in err and "NoSuchModel" in err
     assert "Traceback" not in err
+
+
+def test_a_constant_axis_of_zero_is_checked_like_any_other():
+    # A falsy value (0) is still the space's axis, not a missing one.
+    check_task(_sweep(space={"data.n_val": 0}))
+    with pytest.raises(ConfigError, match=r"space\.data\.n_vall: 0 for task\.config "):
+        check_task(_sweep(space={"data.n_vall": 0}))

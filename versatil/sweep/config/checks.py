@@ -109,11 +109,12 @@ def _check_cli_axes(config: SweepConfig) -> None:
 
     text = config.task.config_text or ""
     swept = [n for n in config.space if n not in ENUM_AXES and n != SEED]
-    swept += [n for n in config.scheduler.hyperparam_mutations if n not in ENUM_AXES]
+    mutations = config.scheduler.hyperparam_mutations
+    swept += [n for n in mutations if n not in ENUM_AXES]
     errors = []
     for name in dict.fromkeys(swept):
-        axis = config.space.get(name) or config.scheduler.hyperparam_mutations[name]
-        for value in _samples(axis)[:1]:
+        axis = config.space[name] if name in config.space else mutations[name]
+        for value in _samples(axis):
             try:
                 read_cli_config(text, {**config.task.params, name: value})
             except ConfigError as error:

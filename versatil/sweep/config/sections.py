@@ -348,19 +348,6 @@ class TrainerSection(pydantic.BaseModel):
         return dict(self.model_extra or {})
 
     @property
-    def epochs(self) -> int | None:
-        """The epochs of a trial: ``max_epochs``; else 3, or ``None`` under a step budget.
-
-        Under a step or time budget alone Lightning bounds the fit by that budget.
-        """
-        if self.max_epochs is not None:
-            return self.max_epochs
-        budgeted = self.options.get("max_steps", -1) not in (-1, None) or self.options.get(
-            "max_time"
-        )
-        return None if budgeted else DEFAULT_EPOCHS
-
-    @property
     def budget(self) -> tuple[int | str, str]:
         """The trial's budget and its unit: ``(60, "steps")``, ``(3, "epochs")``, ....
 
@@ -371,7 +358,17 @@ class TrainerSection(pydantic.BaseModel):
             return steps, "steps"
         if time is not None:
             return str(time), "time"
-        return self.epochs or DEFAULT_EPOCHS, "epochs"
+        return self.max_epochs or DEFAULT_EPOCHS, "epochs"
+
+    @property
+    def epochs(self) -> int | None:
+        """The epochs of a trial: ``max_epochs``; else 3, or ``None`` under a step budget.
+
+        Under a step or time budget alone Lightning bounds the fit by that budget.
+        """
+        if self.max_epochs is not None:
+            return self.max_epochs
+        return DEFAULT_EPOCHS if self.budget[1] == "epochs" else None
 
 
 # ``register`` is also a method of pydantic's metaclass (ABCMeta's): the field's value is
