@@ -25,11 +25,23 @@ from pathlib import Path
 RAY = [sys.executable, "-m", "ray.scripts.scripts"]
 
 
+_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A TCP port free on 127.0.0.1 now, and not one this process was given before.
+
+    The kernel may hand out a port it just released again, and a node started with two
+    flags on one port fails (Ray: "trying to use a port number ... used by other
+    components"); so each port is given once.
+    """
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 @dataclass

@@ -6,8 +6,9 @@ to a real local head (``ray start --head`` with ``ray[default]``), on loopback, 
 entrypoint of ``k8s/overlays/cpu`` pointed at local storage and a real MLflow server, waits
 for the job to succeed and finds the sweep's runs in MLflow.
 
-The quickstart is cut from 16 trials of 3 epochs to 4 of 1 epoch (``--set``): the full one
-takes minutes on a shared 2-core machine, and the Jobs API path is the same either way.
+The quickstart is cut from 16 trials of 3 epochs to 4 of 1 epoch, with no re-timing at the
+end (``--set``): the full one takes minutes on a shared 2-core machine, and the Jobs API path
+is the same either way.
 
 A second job submits a sweep of a user's module that exists only in the job's
 ``--working-dir`` (as ``ray job submit --working-dir .`` or a RayJob's ``runtimeEnvYAML``
@@ -50,6 +51,8 @@ SMALLER = [
     "space.compile_mode=[none]",
     "--set",
     "trainer.max_epochs=1",
+    "--set",
+    "confirm.enabled=off",
 ]
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 

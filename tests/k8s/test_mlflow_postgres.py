@@ -39,6 +39,7 @@ pytestmark = pytest.mark.slow  # PostgreSQL, mlflow server and a sweep
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = ["--config", "quickstart", "--set", "space.precision=[32, bf16-mixed]"]
 SWEEP += ["--set", "space.compile_mode=[none]", "--set", "trainer.max_epochs=1"]
+SWEEP += ["--set", "confirm.enabled=off"]  # the store is under test here, not the re-timing
 
 
 def server_command(docs: list[dict[str, Any]], backend: str, artifacts: Path, port: int):

@@ -19,8 +19,8 @@ CONV = {
     "params": {
         "n_train": 32,
         "n_val": 32,
-        "image_size": 32,
-        "channels": 32,
+        "image_size": 16,
+        "channels": 8,
         "blocks": 1,
         "batch_size": 32,
         "fp64_pause_s": 0.03,  # fp64 slower by construction, however loaded the machine

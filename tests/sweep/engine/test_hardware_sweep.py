@@ -24,9 +24,14 @@ def ceiling_files(config):
 
 
 def test_every_trial_reports_flops_and_its_ceiling_fraction_once_measured(
-    ray_cluster, sweep_config
+    ray_cluster, sweep_config, tmp_path
 ):
-    config = sweep_config(name="hardware", space={"precision": ["32", "bf16-mixed"]})
+    # A storage path of its own: no ceiling cached there yet, so the first sweep measures.
+    storage = str(tmp_path / "hardware-runs")
+    config = sweep_config(
+        name="hardware", storage_path=storage, space={"precision": ["32", "bf16-mixed"]}
+    )
+    assert ceiling_files(config) == []
     outcome = run_sweep(config, stream=io.StringIO())
     assert [r.status for r in outcome.rows] == ["completed"] * 2
     client = MlflowClient(outcome.tracking.tracking_uri)
@@ -74,6 +79,7 @@ def test_every_trial_reports_flops_and_its_ceiling_fraction_once_measured(
     written = path.stat().st_mtime_ns
     again = sweep_config(
         name="hardware-elementwise",
+        storage_path=storage,
         task={"name": "tests.training.hardware_tasks:build_elementwise", "params": {}},
         space={"precision": ["32", "bf16-mixed"]},
     )
