@@ -25,7 +25,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-# About 30 s: each sweep file and command is a subprocess, and the user task's import Lightning.
+from tests.forked import run_module
+
+# Each sweep file and command runs as a process of its own (forked after the imports that
+# every command makes: torch, Lightning), and a user task's module is imported in it.
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,6 +160,8 @@ SUBCOMMANDS = sorted(
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MLFLOW_DISABLE_TELEMETRY="true")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    if args[0] == "-m":  # a command of this project: forked, its imports made once
+        return run_module(args[1], args[2:], cwd, env, TIMEOUT_S)
     return subprocess.run(
         [sys.executable, *args],
         cwd=cwd,
