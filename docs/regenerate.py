@@ -197,6 +197,12 @@ OUTPUTS: tuple[Output, ...] = (
         ),
         timeout_s=600.0,
     ),
+    Output(
+        "failures-sigterm",
+        "python docs/examples/stop/stop.py",
+        tuple(f"docs/examples/stop/{name}" for name in ("stop.py", "stop.yaml", "stop_task.py")),
+        timeout_s=600.0,
+    ),
 )
 
 

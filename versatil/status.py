@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["MLFLOW_FINISHED", "MLFLOW_RUNNING", "TrialStatus"]
+__all__ = ["MLFLOW_FINISHED", "MLFLOW_KILLED", "MLFLOW_RUNNING", "TrialStatus"]
 
 MLFLOW_RUNNING = "RUNNING"
 """MLflow's status of a run still open: its trial has not ended (or its driver was lost)."""
 
 MLFLOW_FINISHED = "FINISHED"
 """MLflow's status of a run that ended well: a completed trial, an infeasible one, an INT8 run."""
+
+MLFLOW_KILLED = "KILLED"
+"""MLflow's status of a run stopped before its end (a trial stopped; a sweep interrupted)."""
 
 
 class TrialStatus(enum.StrEnum):
@@ -34,5 +37,5 @@ class TrialStatus(enum.StrEnum):
         return {
             TrialStatus.COMPLETED: MLFLOW_FINISHED,
             TrialStatus.INFEASIBLE: MLFLOW_FINISHED,
-            TrialStatus.STOPPED: "KILLED",
+            TrialStatus.STOPPED: MLFLOW_KILLED,
         }.get(self, "FAILED")

@@ -48,7 +48,7 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
         out: Where progress and the verdict go.
 
     Returns:
-        0.
+        0, or 130 (SIGINT) or 143 (SIGTERM) when a signal stopped the re-timing.
 
     Raises:
         ConfigError: for a bad name or round count, no run of the sweep, or fewer than
@@ -82,11 +82,38 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
     if args.rounds is not None:
         data["confirm"]["rounds"] = args.rounds
     config = validate_sweep(data, source=str(experiment_dir / SWEEP_FILE))
-    return _confirm(config, experiment_dir, args, out)
+    return _stoppable(config, experiment_dir, args, out)
+
+
+def _stoppable(
+    config: SweepConfig, experiment_dir: Path, args: argparse.Namespace, out: TextIO
+) -> int:
+    """:func:`_confirm`, which SIGINT and SIGTERM stop with one line and their exit status."""
+    from versatil.sweep.engine.stops import Stops
+
+    stops = Stops()
+    with stops.installed():
+        try:
+            return _confirm(config, experiment_dir, args, out, stops)
+        except KeyboardInterrupt as interrupt:
+            stop = stops.stop_of(interrupt)
+            if stop is None:
+                raise
+            print(
+                f"stopped by {stop.signum.name} at {stop.when}: the re-timing was cancelled "
+                "and its verdict not logged; run the same command to re-time again",
+                file=out,
+                flush=True,
+            )
+            return stop.exit_status
 
 
 def _confirm(
-    config: SweepConfig, experiment_dir: Path, args: argparse.Namespace, out: TextIO
+    config: SweepConfig,
+    experiment_dir: Path,
+    args: argparse.Namespace,
+    out: TextIO,
+    stops: Any,
 ) -> int:
     """Judges the records, re-times the candidates, logs and prints the new verdict."""
     from versatil.sweep.config.planning import make_plan
@@ -107,6 +134,7 @@ def _confirm(
         # MLflow first: a store that does not answer fails before the rounds are spent.
         contexts.append(reopen_sweep_run(experiment_dir, args.tracking_uri))
         connect_with(shipment, args.address, out)
+        stops.install()  # Ray's start put a handler of its own on SIGTERM
         return confirm_candidates(plan, found, out)
 
     concluded = judge_end(plan, rows_from_records(records, plan), records, retime)

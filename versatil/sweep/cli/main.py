@@ -112,8 +112,9 @@ def main(
         ConfigError: for bad input (``versatil.cli_common.run_main`` prints it, status 2).
         SystemExit: argparse's exit for ``--help`` and bad arguments.
     """
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    args.own_process = own_process
+    args.argv, args.own_process = list(argv), own_process
     out = sys.stdout if out is None else out
     command = SUBCOMMANDS.get(args.command, run)
     return command.main(args, out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shlex
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -108,7 +109,8 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
         out: Where the trial list, progress and summary go; warnings go to stderr.
 
     Returns:
-        0, or 1 when no trial produced a finite objective or a trial was not compressed.
+        0, or 1 when no trial produced a finite objective or a trial was not compressed,
+        or 130 (SIGINT) or 143 (SIGTERM) when a signal stopped the sweep.
     """
     config = load_config(args)
     if args.dry_run:
@@ -129,17 +131,22 @@ def main(args: argparse.Namespace, out: TextIO) -> int:
 def _run(config: SweepConfig, args: argparse.Namespace, out: TextIO) -> int:
     """Runs the sweep, compresses its winners as the sweep file asks, and summarizes."""
     from versatil.sweep.engine.runner import run_sweep
+    from versatil.sweep.engine.stops import SweepInterrupted
 
-    outcome = run_sweep(
-        config,
-        address=args.address,
-        resume=args.resume,
-        auto_resume=args.auto_resume,
-        tracking_uri=args.tracking_uri,
-        stream=out,
-        # A process of its own lets Ray go while the sweep's end is logged and printed.
-        release_ray=getattr(args, "own_process", False),
-    )
+    try:
+        outcome = run_sweep(
+            config,
+            address=args.address,
+            resume=args.resume,
+            auto_resume=args.auto_resume,
+            tracking_uri=args.tracking_uri,
+            stream=out,
+            # A process of its own lets Ray go while the sweep's end is logged and printed.
+            release_ray=getattr(args, "own_process", False),
+        )
+    except SweepInterrupted as stop:
+        print(interrupted_line(stop, args), file=out, flush=True)
+        return stop.exit_status
     try:
         return _summarize(config, outcome, out)
     finally:
@@ -148,6 +155,23 @@ def _run(config: SweepConfig, args: argparse.Namespace, out: TextIO) -> int:
             # sharing: they are killed with it), so a shutdown still under way when the
             # summary is printed need not hold the command's exit up for long.
             outcome.releasing_ray.join(timeout=RELEASE_WAIT_S)
+
+
+def interrupted_line(stop: Any, args: argparse.Namespace) -> str:
+    """The one line an interrupted sweep ends with: what was saved, and how to go on.
+
+    Args:
+        stop: The :class:`~versatil.sweep.engine.stops.SweepInterrupted` that ended it.
+        args: The parsed options of the run command (``args.argv``, the command line).
+    """
+    stopped = f"stopped by {stop.signum.name} at {stop.when}"
+    if stop.ended is None and not stop.at_once:
+        return f"{stopped} before its trials started; run the same command to start again"
+    # --auto-resume continues as it is; otherwise --resume continues this run.
+    argv = [a for a in getattr(args, "argv", []) if a not in ("--resume", "--auto-resume")]
+    again = [*argv, "--auto-resume" if args.auto_resume else "--resume"]
+    command = shlex.join(["python", "-m", "versatil.sweep", *again])
+    return f"{stopped}: {stop.saved()}; continue with: {command}"
 
 
 def _summarize(config: SweepConfig, outcome: Any, out: TextIO) -> int:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from versatil.sweep.engine.stops import get_or_cancel
 from versatil.sweep.plan import Plan
 from versatil.sweep.results.confirmation import Candidate, candidates, groups, should_confirm
 from versatil.sweep.results.judgement import Judgement
@@ -92,7 +93,7 @@ def confirm_candidates(
     options = {"rounds": section.rounds, "round_s": section.round_s, "seed": section.seed}
     refs = [[(c.label, checkpoint_ref(c.checkpoint)) for c in group] for group in grouped]
     start = time.perf_counter()
-    rounds = ray.get(task.remote(refs, options))
+    rounds = get_or_cancel(task.remote(refs, options))
     wall_s = time.perf_counter() - start
     return {"contenders": [c.as_dict() for c in found], **rounds, "wall_s": wall_s}
 

@@ -24,7 +24,8 @@ class ProgressPrinter:
 
     A trial's last line says how far the sweep is: the trials ended of those planned,
     and an estimate of the time left (the mean time per ended trial so far, times those
-    left: rough while few have ended).
+    left: rough while few have ended). A resumed sweep counts the trials its earlier runs
+    ended (:attr:`ended_before`) among those ended, not in the time per trial.
     """
 
     def __init__(self, plan: Plan, stream: TextIO | None = None) -> None:
@@ -45,6 +46,8 @@ class ProgressPrinter:
         self.planned = plan.planned_trials
         self.steps = plan.budget.amount if plan.budget.unit == "steps" else None
         self.ended: set[str] = set()
+        self.ended_before = 0
+        """Trials an earlier run of a resumed sweep ended (they count as ended, untimed)."""
 
     def _print(self, text: str) -> None:
         print(f"[{time.perf_counter() - self.start:6.1f}s] {text}", file=self.stream, flush=True)
@@ -78,10 +81,11 @@ class ProgressPrinter:
     def _end(self, trial: Any) -> str:
         """`` [3/16 trials ended, about 40 s left]`` for a trial's last line."""
         self.ended.add(trial.trial_id)
-        done, planned = len(self.ended), max(self.planned, len(self.ended))
+        done = self.ended_before + len(self.ended)
+        planned = max(self.planned, done)
         if done >= planned:
             return f" [{done}/{planned} trials ended]"
-        left = (time.perf_counter() - self.start) / done * (planned - done)
+        left = (time.perf_counter() - self.start) / len(self.ended) * (planned - done)
         return f" [{done}/{planned} trials ended, about {left:.0f} s left]"
 
 

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from versatil.stats import Estimate
 from versatil.sweep.engine.prepared import Prepared
+from versatil.sweep.engine.stops import get_or_cancel
 from versatil.sweep.plan import Plan, TrialPlan
 from versatil.sweep.results.elimination import (
     EliminationRule,
@@ -174,7 +175,7 @@ def run_screen(plan: Plan, prepared: Prepared, stream: TextIO) -> dict[str, Any]
     task = ray.remote(**plan.resources.retime, max_retries=0)(_screen_task)
     options = {"alpha": section.alpha, "rounds": section.rounds, "round_s": section.round_s}
     try:
-        document = ray.get(task.remote(contenders, plan.trial, options))
+        document = get_or_cancel(task.remote(contenders, plan.trial, options))
     except (ray.exceptions.RayError, OSError, ValueError) as error:
         lines = str(error).strip().splitlines()
         reason = (lines[-1] if lines else type(error).__name__)[:300]

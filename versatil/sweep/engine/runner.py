@@ -18,6 +18,9 @@ Nothing here imports torch or Lightning; the trials do, in their (reused) worker
 5. **conclude** (:mod:`~versatil.sweep.engine.ending`): one row per trial, the verdict,
    and the re-timing of the settings in contention, which decides it.
 6. **end**: Ray released (if asked), the end logged to MLflow, the run marked ended.
+
+SIGINT or SIGTERM, in any phase, ends the sweep as interrupted instead, with its state
+saved for ``resume`` (:mod:`~versatil.sweep.engine.stops`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from versatil.sweep.engine.ending import (
 from versatil.sweep.engine.prepare import embedded_store, open_tracking, prepare
 from versatil.sweep.engine.race import run_screen
 from versatil.sweep.engine.shipping import connect_with
+from versatil.sweep.engine.stops import Stops, end_interrupted
 from versatil.sweep.engine.tracker import make_tracker
 from versatil.sweep.engine.train import train
 from versatil.sweep.results.judgement import Judgement
@@ -149,8 +153,35 @@ def run_sweep(
         release_ray: Shut Ray down in the background once the trials are over, while the
             sweep's end is logged (for a command that owns its process: nothing after
             the fit needs Ray; see :attr:`SweepOutcome.releasing_ray`).
+
+    Raises:
+        SweepInterrupted: when SIGINT or SIGTERM stopped the sweep (in the main thread,
+            the handler of both while it runs): Tune's state and the MLflow runs are left
+            for ``resume`` to continue (:mod:`~versatil.sweep.engine.stops`).
     """
     start = time.perf_counter()
+    stops = Stops()
+    with stops.installed():
+        return _run_phases(
+            config, stops, start, address, resume, auto_resume, tracking_uri,
+            [stops.callback(), *callbacks], stream, on_start, release_ray,
+        )  # fmt: skip
+
+
+def _run_phases(
+    config: SweepConfig,
+    stops: Stops,
+    start: float,
+    address: str | None,
+    resume: bool,
+    auto_resume: bool,
+    tracking_uri: str | None,
+    callbacks: Sequence[Any],
+    stream: TextIO | None,
+    on_start: Callable[[Path], None] | None,
+    release_ray: bool,
+) -> SweepOutcome:
+    """:func:`run_sweep`'s phases, in order, with its signal handler on."""
     # 1. prepare: bad input fails here, with nothing started.
     prepared = prepare(
         config,
@@ -167,21 +198,32 @@ def run_sweep(
     # 3. connect: the task's code travels with the connection (Ray's runtime_env).
     print(plan.opening(address), file=stream or sys.stdout, flush=True)
     connect_with(prepared.shipment, address, stream or sys.stdout)
+    stops.install()  # Ray's start put a handler of its own on SIGTERM
     storage, name = prepared.storage, prepared.name
     tracker = make_tracker(opening, plan, functools.partial(_records_now, storage, name))
-    # 4. train: every trial, or the rest of them when resuming. A race screens first.
-    screen = None
-    if plan.search.algorithm == "race":
-        screen = run_screen(plan, prepared, stream or sys.stdout)
-    results = train(plan, prepared, tracker, callbacks, stream, on_start, screen)
-    # 5. conclude: rows from Tune's records, judged; the re-timing decides the verdict.
-    concluded = conclude_trials(plan, prepared, results, stream)
-    # 6. end: nothing below needs Ray, so it may go first (Tune's objects before it).
-    releasing = None
-    if release_ray:
-        del results
-        releasing = release_ray_in_background()
-    gap = end_sweep(plan, prepared, tracker, concluded)
+    try:
+        # 4. train: every trial, or the rest of them when resuming. A race screens first.
+        screen = None
+        if plan.search.algorithm == "race":
+            screen = run_screen(plan, prepared, stream or sys.stdout)
+        with stops.fit():
+            results = train(plan, prepared, tracker, callbacks, stream, on_start, screen)
+        # 5. conclude: rows from Tune's records, judged; the re-timing decides the verdict.
+        concluded = conclude_trials(plan, prepared, results, stream)
+        # 6. end: nothing below needs Ray, so it may go first (Tune's objects before it).
+        releasing = None
+        if release_ray:
+            del results
+            releasing = release_ray_in_background()
+        gap = end_sweep(plan, prepared, tracker, concluded)
+    except KeyboardInterrupt as interrupt:
+        stop = stops.stop_of(interrupt)
+        if stop is None:
+            raise
+        if not stop.at_once:
+            stop.planned, stop.where = plan.planned_trials, storage.display(name)
+            end_interrupted(stop, tracker, _records_now(storage, name))
+        raise stop from None
     return SweepOutcome(
         experiment_dir=prepared.experiment_dir,
         rows=concluded.rows,

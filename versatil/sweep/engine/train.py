@@ -53,6 +53,9 @@ def train(
     progress = ProgressPrinter(plan, stream)
     live_callbacks = [progress.callback, tracker.callback(), *callbacks]
     tuner = _tuner(plan, prepared, tracker, screen)
+    if prepared.resume:  # the trials earlier runs finished count in the progress lines
+        records = read_trials(prepared.experiment_dir)  # (errored ones run again)
+        progress.ended_before = sum(r.tune_status == "TERMINATED" for r in records)
     if on_start is not None:
         on_start(prepared.experiment_dir)
     # Tune warns about every trial without results; the summary reports those trials.

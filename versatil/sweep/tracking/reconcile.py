@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from versatil.status import MLFLOW_FINISHED, MLFLOW_RUNNING, TrialStatus
+from versatil.status import MLFLOW_FINISHED, MLFLOW_KILLED, MLFLOW_RUNNING, TrialStatus
 from versatil.sweep.plan.records import Where
 from versatil.sweep.storage import local_checkpoint
 from versatil.sweep.tracking.child_run import log_checkpoint
@@ -270,7 +270,7 @@ def end_unrecorded(client: Any, runs: Sequence[Any], trial_ids: set[str]) -> lis
         if run.info.status == MLFLOW_RUNNING:
             client.set_tag(run.info.run_id, tags.STATUS, "lost")
             client.set_tag(run.info.run_id, tags.REASON, UNRECORDED)
-            client.set_terminated(run.info.run_id, "KILLED")
+            client.set_terminated(run.info.run_id, MLFLOW_KILLED)
         client.delete_run(run.info.run_id)
         ended.append(trial_id)
     return ended

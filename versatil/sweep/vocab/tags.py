@@ -12,6 +12,7 @@ __all__ = [
     "INT8_SOURCE",
     "INT8_SWEEP_RUN",
     "INT8_TRIAL",
+    "INTERRUPTED",
     "MODE",
     "NOTE_PREFIX",
     "OBJECTIVE",
@@ -57,6 +58,9 @@ each child run of a sweep with a target)."""
 TARGET_REACHED = "versatil.target_reached"
 """On a child run of a sweep with a target: ``true`` when the trial reached it (its run has
 ``time_to_target_s``), ``false`` when it never did."""
+INTERRUPTED = "versatil.interrupted"
+"""Set when a signal stopped the sweep: ``SIGTERM at 2026-12-07T15:30:21Z`` (the last
+stop's; a resume continues the run, and the tag stays as its history)."""
 BEST_TRIAL = "versatil.best_trial_id"
 VERDICT = "versatil.verdict"
 REFERENCE = "versatil.reference"
