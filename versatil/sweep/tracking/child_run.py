@@ -89,6 +89,9 @@ class ChildRun:
             already there (an epoch Tune reports again after a restore, or one a backfill
             finds missing) is never logged twice.
         ended: Whether the run holds its trial's final status.
+        in_doubt: Whether a batch failed in a way that leaves its outcome unknown (the
+            connection failed after the request went out, and the server may have written
+            it): before the run's next metrics, :attr:`steps` is read again from the server.
     """
 
     def __init__(self, client: Any, run_id: str, params: Mapping[str, str] | None = None) -> None:
@@ -101,6 +104,7 @@ class ChildRun:
         self._noted: dict[str, str] = {}  # note tags the run holds
         self.steps: dict[str, set[int]] = {}
         self.ended = False
+        self.in_doubt = False
 
     def load_steps(self, metrics: Iterable[str]) -> None:
         """Reads which steps the run already holds for each of ``metrics``."""
@@ -208,6 +212,9 @@ class ChildRun:
             if self._noted.get(tag) != str(why):
                 self._notes[tag] = str(why)[:5000]
         step = int(result.get(EPOCH, 0))
+        if self.in_doubt:  # what the failed batch wrote is in the history: never twice
+            self.load_steps({*self.steps, *(mlflow_key(k) for k, _ in metric_items(result))})
+            self.in_doubt = False
         now = int(time.time() * 1000)
         batch = [
             Metric(name, v, now, step)
@@ -228,12 +235,16 @@ class ChildRun:
                 note = ", ".join(sorted(set(self._truncated)))[:5000]
                 notes.append(RunTag(tags.TRUNCATED_PARAMS, note))
             chunk = metrics[: MAX_ENTITIES_PER_BATCH - len(params) - len(notes)]
-            self.client.log_batch(
-                self.run_id,
-                metrics=chunk,
-                params=[Param(k, v) for k, v in params],
-                tags=notes,
-            )
+            try:
+                self.client.log_batch(
+                    self.run_id,
+                    metrics=chunk,
+                    params=[Param(k, v) for k, v in params],
+                    tags=notes,
+                )
+            except Exception:
+                self.in_doubt = self.in_doubt or bool(chunk)  # the next log asks the server
+                raise
             for key, _ in params:
                 self.params[key] = self.pending.pop(key)
             for metric in chunk:
