@@ -162,10 +162,16 @@ def run_sweep(
     start = time.perf_counter()
     stops = Stops()
     with stops.installed():
-        return _run_phases(
-            config, stops, start, address, resume, auto_resume, tracking_uri,
-            [stops.callback(), *callbacks], stream, on_start, release_ray,
-        )  # fmt: skip
+        try:
+            return _run_phases(
+                config, stops, start, address, resume, auto_resume, tracking_uri,
+                [stops.callback(), *callbacks], stream, on_start, release_ray,
+            )  # fmt: skip
+        except KeyboardInterrupt as interrupt:  # before the trials (Ray's start, say)
+            stop = stops.stop_of(interrupt)
+            if stop is None or stop is interrupt:
+                raise
+            raise stop from None
 
 
 def _run_phases(
