@@ -19,6 +19,9 @@ from versatil.errors import ConfigError, ServiceError, first_line
 
 __all__ = ["check_access", "connect_ray", "joins_cluster"]
 
+LOCAL = "local"
+"""Ray's address that always starts a new local Ray (``None`` may join one running)."""
+
 _AUTH_LOG = "ray._private.authentication.authentication_token_setup"
 
 
@@ -98,7 +101,8 @@ def connect_ray(address: str | None, runtime_env: dict[str, Any] | None = None) 
     console warning that it is on: the cluster is this process's own.
 
     Args:
-        address: The cluster's address; ``None`` reads ``RAY_ADDRESS``, else starts Ray.
+        address: The cluster's address; ``None`` reads ``RAY_ADDRESS``, else starts a Ray
+            of the sweep's own (never a cluster some earlier ``ray start`` left running).
         runtime_env: Ray's ``runtime_env`` of every task and actor the sweep starts
             (see :mod:`versatil.sweep.engine.shipping`); inside a Ray job, Ray merges it
             with the job's.
@@ -119,7 +123,9 @@ def connect_ray(address: str | None, runtime_env: dict[str, Any] | None = None) 
     try:
         if joining:
             check_access(joining)
-        _init(address, runtime_env)
+        # Ray's own default joins the last `ray start` cluster of this machine (recorded in
+        # its temp directory); a sweep given no address starts a Ray of its own, as it says.
+        _init(address if joining else LOCAL, runtime_env)
     finally:
         auth_log.setLevel(previous)
 
@@ -144,12 +150,13 @@ def _init(address: str | None, runtime_env: dict[str, Any] | None) -> None:
         ray.shutdown()
         raise ConfigError(f"runtime_env: Ray refused it: {first_line(error)}") from None
     except Exception as error:  # Ray raises a bare Exception when its node starts slowly
-        if address is not None:
+        if address not in (None, LOCAL):
             raise
         # A local Ray waits 30 s for its raylet; a loaded machine can miss that once.
         ray.shutdown()
         try:
             ray.init(
+                address=address,
                 include_dashboard=False,
                 logging_level=logging.WARNING,
                 configure_logging=True,
