@@ -112,12 +112,26 @@ def assert_refused(head: RayHead, env: dict[str, str]) -> None:
     assert refused.value.code in (401, 403)
 
 
+NO_AGENT = "No available agent to submit job, please try again later"
+
+
 def ray_job(env: dict[str, str], *args: str, timeout: float = 120) -> str:
-    """Runs ``ray job ARGS`` and returns its output; fails on a non-zero exit."""
-    result = subprocess.run(
-        [*RAY, "job", *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    """Runs ``ray job ARGS`` and returns its output; fails on a non-zero exit.
+
+    A new head's job server answers before the head's agent has registered with it; it
+    then refuses a submission, saying to try again: that answer is waited out (within
+    ``timeout``), as the server asks.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        result = subprocess.run(
+            [*RAY, "job", *args], env=env, capture_output=True, text=True, timeout=timeout
+        )
+        said = result.stdout + result.stderr
+        if result.returncode == 0 or NO_AGENT not in said or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert result.returncode == 0, said
     return result.stdout
 
 
