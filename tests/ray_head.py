@@ -66,7 +66,9 @@ class RayHead:
 
 SLOW_MACHINE = {"RAY_raylet_start_wait_time_s": "120"}
 """A node's start waits up to 2 minutes for its raylet to register (Ray's default, 30 s,
-is too short on 2 busy cores, where two test processes start clusters side by side)."""
+is too short on 2 busy cores, where two test processes start clusters side by side).
+``ray start`` of Ray 2.60 waits a fixed 30 s whatever this says: a node it gives up on is
+started again (:func:`start_joined_node`)."""
 
 
 def start_ray_head(
@@ -188,6 +190,7 @@ def start_hidden_node(
     """
     env = {**SLOW_MACHINE, **env}
     log = head.temp_dir / f"node-{free_port()}.log"
+    temp_dir = log.with_suffix("")  # its own: its raylet's logs are read when it fails to join
     ports = {
         "--node-manager-port": free_port(),
         "--object-manager-port": free_port(),
@@ -199,7 +202,8 @@ def start_hidden_node(
     start = [
         *RAY, "start", f"--address={head.address}", "--block",
         f"--node-ip-address={host}", f"--num-cpus={num_cpus}", "--num-gpus=0",
-        "--disable-usage-stats", *(f"{flag}={port}" for flag, port in ports.items()),
+        "--disable-usage-stats", f"--temp-dir={temp_dir}",
+        *(f"{flag}={port}" for flag, port in ports.items()),
     ]  # fmt: skip
     mounts = " && ".join(f'mount -t tmpfs tmpfs "{path}"' for path in hidden)
     command = [
@@ -211,6 +215,45 @@ def start_hidden_node(
             command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     return RayNode(process, log)
+
+
+def _alive_nodes(head: RayHead) -> int:
+    """How many nodes the head's dashboard reports alive."""
+    summary = head.get("/nodes?view=summary")["data"]["summary"]
+    return sum(node["raylet"]["state"] == "ALIVE" for node in summary)
+
+
+def _node_logs(node: RayNode) -> str:
+    """The tail of the node's ``ray start`` output and of its raylet's logs."""
+    texts = [node.log.read_text(errors="replace")[-3000:]]
+    for raylet in sorted(node.log.with_suffix("").glob("session_*/logs/raylet.*")):
+        texts.append(f"--- {raylet.name}\n{raylet.read_text(errors='replace')[-2000:]}")
+    return "\n".join(texts)
+
+
+def start_joined_node(
+    head: RayHead, count: int, attempts: int = 2, bound_s: float = 180, **node_args
+) -> RayNode:
+    """Starts a hidden node (:func:`start_hidden_node`) and waits until ``count`` nodes are alive.
+
+    A node whose ``ray start`` gives up before its raylet registers (it exits: Ray waits a
+    fixed 30 s, and on 2 busy cores the head may answer later) is stopped and started
+    again, ``attempts`` times in all, each waited for at most ``bound_s``.
+
+    Raises:
+        AssertionError: With the last node's logs, when no attempt joined.
+    """
+    logs = []
+    for _ in range(attempts):
+        node = start_hidden_node(head, **node_args)
+        deadline = time.monotonic() + bound_s
+        while node.process.poll() is None and time.monotonic() < deadline:
+            if _alive_nodes(head) >= count:
+                return node
+            time.sleep(1)
+        logs.append(_node_logs(node))
+        stop_ray_node(node)
+    raise AssertionError(f"the node did not join in {attempts} attempts:\n{logs[-1]}")
 
 
 def stop_ray_node(node: RayNode, timeout_s: float = 30) -> None:

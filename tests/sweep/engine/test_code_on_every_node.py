@@ -13,12 +13,11 @@ import json
 import os
 import secrets
 import subprocess
-import time
 
 import pytest
 import yaml
 
-from tests.ray_head import start_hidden_node, start_ray_head, stop_ray_head, stop_ray_node
+from tests.ray_head import start_joined_node, start_ray_head, stop_ray_head, stop_ray_node
 from tests.s3_server import start_s3_server, stop_s3_server
 from tests.sweep.drivers import cli
 from tests.user_project import write_project
@@ -40,19 +39,6 @@ def cluster_environment():
     return env
 
 
-def wait_for_nodes(head, count, node, bound_s=180):
-    """Waits until ``count`` nodes are alive in the cluster; fails with the node's log."""
-    deadline = time.monotonic() + bound_s
-    while True:
-        with_state = head.get("/nodes?view=summary")
-        alive = [n for n in with_state["data"]["summary"] if n["raylet"]["state"] == "ALIVE"]
-        if len(alive) >= count:
-            return alive
-        if node.process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"the hidden node did not join:\n{node.log.read_text()[-3000:]}")
-        time.sleep(1)
-
-
 def trial_results(storage_dir):
     """Every result line of every trial of the sweep, from Tune's ``result.json`` files."""
     paths = sorted(storage_dir.glob("hidden-*/*/result.json"))
@@ -64,8 +50,7 @@ def run_hidden_sweep(project, env, hidden, extra_args=()):
     head = start_ray_head(num_cpus=0, env=env, host="127.0.0.2")
     node = None
     try:
-        node = start_hidden_node(head, num_cpus=2, env=env, hidden=hidden)
-        wait_for_nodes(head, 2, node)
+        node = start_joined_node(head, 2, num_cpus=2, env=env, hidden=hidden)
         return subprocess.run(
             cli("--config", "sweep.yaml", "--address", head.address, *extra_args),
             cwd=project, env=env, capture_output=True, text=True, timeout=600,
