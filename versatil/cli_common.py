@@ -11,7 +11,13 @@ from typing import Any, NoReturn
 
 import yaml
 
-from versatil.errors import ConfigError, ServiceError, describe_yaml_error
+from versatil.errors import (
+    ConfigError,
+    DiskFullError,
+    ServiceError,
+    describe_yaml_error,
+    no_space_left,
+)
 
 __all__ = ["exit_now", "parse_assignment", "quiet_libraries", "run_cli", "run_main"]
 
@@ -55,7 +61,7 @@ def run_main(main: Callable[[list[str]], int], argv: list[str]) -> int:
     """Runs ``main(argv)`` and returns the exit status the command ends with.
 
     Bad input prints one paragraph, ``error: ...``, to stderr and returns 2 (1 for a
-    service that would not start, :class:`ServiceError`); argparse's
+    service that would not start, :class:`ServiceError`, and for a full disk); argparse's
     own errors (also status 2) and ``--help`` (status 0) are returned, not raised.
     """
     try:
@@ -63,8 +69,14 @@ def run_main(main: Callable[[list[str]], int], argv: list[str]) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except ServiceError as error:
+    except (ServiceError, DiskFullError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:  # a disk the command writes to filled up
+        full = no_space_left(error, "a disk this command writes to")
+        if full is None:
+            raise
+        print(f"error: {full}; free space there, then run the command again", file=sys.stderr)
         return 1
     except SystemExit as exit_:
         code = exit_.code

@@ -9,11 +9,14 @@ if TYPE_CHECKING:
     import yaml
 
 __all__ = [
+    "NO_SPACE",
     "ConfigError",
+    "DiskFullError",
     "ServiceError",
     "describe_validation_error",
     "describe_yaml_error",
     "did_you_mean",
+    "no_space_left",
 ]
 
 
@@ -23,6 +26,38 @@ class ConfigError(ValueError):
 
 class ServiceError(RuntimeError):
     """A service the command needs did not start or answer; the message says what to do."""
+
+
+NO_SPACE = "no space left on "
+"""How every message about a full disk begins (a trial's reason, a command's error)."""
+
+
+class DiskFullError(RuntimeError):
+    """A disk the command writes to is full; the message names it and what to do."""
+
+
+def no_space_left(error: BaseException, where: str) -> str | None:
+    """What a full disk made of ``error``, ``no space left on ...``; ``None`` for anything else.
+
+    Python's ``OSError`` (``errno.ENOSPC``) and pyarrow's, whose errno is kept in its
+    message, are found anywhere in the chain of causes.
+
+    Args:
+        error: What was raised.
+        where: The disk to name when the error names no file (pyarrow's do not).
+    """
+    import errno
+
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = str(error)
+        if isinstance(error, OSError) and (
+            error.errno == errno.ENOSPC or "no space left on device" in text.lower()
+        ):
+            return f"{NO_SPACE}{error.filename or where} (errno {errno.ENOSPC}, ENOSPC)"
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def did_you_mean(value: str, choices: list[str]) -> str:

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from versatil.errors import no_space_left
 from versatil.status import TrialStatus
 from versatil.sweep.plan import Plan
 from versatil.sweep.vocab.report import TrialReport
@@ -101,10 +102,14 @@ def tune_console_quiet() -> Any:
     Tune's warning that a restored trial's result file is not in storage yet is dropped:
     it comes with every restore (a retry, a PBT exploit) before the driver's first upload,
     and Tune keeps appending to the driver's own copy, which is then uploaded whole.
+    Its error that its state could not be saved on a full disk is one line, not pyarrow's
+    traceback: the sweep stops at that disk with its own message.
     """
     key = "RAY_AIR_NEW_OUTPUT"
     tune_logs = logging.getLogger("ray.tune.logger.logger")
     tune_logs.addFilter(_not_uploaded_yet)
+    state_logs = logging.getLogger("ray.tune.execution.experiment_state")
+    state_logs.addFilter(_full_disk_in_one_line)
     set_here = key not in os.environ
     if set_here:
         os.environ[key] = "0"
@@ -112,6 +117,7 @@ def tune_console_quiet() -> Any:
         yield
     finally:
         tune_logs.removeFilter(_not_uploaded_yet)
+        state_logs.removeFilter(_full_disk_in_one_line)
         if set_here:
             os.environ.pop(key, None)
 
@@ -119,3 +125,13 @@ def tune_console_quiet() -> Any:
 def _not_uploaded_yet(record: logging.LogRecord) -> bool:
     """False for Tune's "Remote file not found" warning on restoring a trial's logs."""
     return not record.getMessage().startswith("Remote file not found:")
+
+
+def _full_disk_in_one_line(record: logging.LogRecord) -> bool:
+    """Makes a log record whose exception is a full disk one line, its traceback left out."""
+    error = record.exc_info[1] if record.exc_info else None
+    full = no_space_left(error, "the storage path") if error is not None else None
+    if full is not None:
+        record.msg, record.args = f"{record.getMessage().rstrip(': ')}: {full}", None
+        record.exc_info = record.exc_text = None
+    return True

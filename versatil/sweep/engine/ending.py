@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from versatil.errors import ConfigError
+from versatil.errors import NO_SPACE, ConfigError, DiskFullError
 from versatil.status import TrialStatus
 from versatil.sweep.engine.conclude import conclude, sweep_reference
 from versatil.sweep.engine.confirm import confirm_or_explain, in_contention
@@ -156,15 +156,23 @@ def end_sweep(
     Raises:
         ConfigError: when a trial met a problem every trial meets (the module did not log
             the objective; an endless epoch with no step budget): the sweep stopped there.
+        DiskFullError: when a trial found no space left on its disk: the sweep stopped there.
     """
     rows = concluded.rows
     gap = close_sweep(tracker, rows, concluded.records, concluded.end(), sync_command(plan))
     storage, name = prepared.storage, prepared.name
-    if gap is None:  # else its end is not in MLflow yet: --auto-resume would log it
-        mark_ended(storage, name, tracker.context.parent_run_id, len(rows))
     missing = concluded.missing
+    full = missing is not None and missing.reason.startswith(NO_SPACE)
+    if gap is None and not full:  # else its end is not in MLflow yet: --auto-resume logs it
+        mark_ended(storage, name, tracker.context.parent_run_id, len(rows))
     if missing is not None:
         ran = sum(r.report.status is not None for r in rows)
+        if full:
+            raise DiskFullError(
+                f"{missing.reason}. The sweep stopped at that result: every trial writes its "
+                f"checkpoints there ({ran} of {plan.planned_trials} trials started); free space "
+                "there (or give storage_path a larger disk), then run the sweep again"
+            )
         raise ConfigError(
             f"{missing.reason}. The sweep stopped at that result: every trial runs the same "
             f"module and would meet it the same way ({ran} of {len(rows)} trials started); "

@@ -151,13 +151,18 @@ class Storage:
         return sorted(i.base_name for i in infos if i.type == fs.FileType.Directory)
 
     def write_text(self, text: str, *parts: str) -> None:
-        """Writes ``text`` to the file ``parts`` (and to its place in the mirror)."""
+        """Writes ``text`` to the file ``parts`` (and to its place in the mirror), whole.
+
+        A write that fails (a full disk) leaves the file as it was: a reader never meets
+        part of one (:func:`~versatil.files.atomic_write`; an object store's upload is
+        whole by itself).
+        """
         if self.remote:
             with self.filesystem.open_output_stream(self.path(*parts)) as out:
                 out.write(text.encode())
         local = self.mirror(*parts)
         local.parent.mkdir(parents=True, exist_ok=True)
-        local.write_text(text)
+        atomic_write(local, lambda tmp: tmp.write_text(text))
 
     def push(self, *parts: str) -> None:
         """Uploads the mirror's file or directory ``parts`` to the store (local: nothing)."""

@@ -11,7 +11,8 @@ Single-worker trials (:mod:`versatil.sweep.worker.trial`) and data-parallel ones
   :class:`~versatil.sweep.vocab.report.TrialReport` Tune receives as its ``to_dict()``;
 - end with the one result :func:`ending_result` makes of what the fit raised: bad task
   params or a setting not in effect (``failed``, with the message), settings the device
-  cannot run (``infeasible``), out of memory (``failed``, with that reason). Anything
+  cannot run (``infeasible``), out of memory or a full disk (``failed``, with that
+  reason; a full disk stops the sweep). Anything
   else is raised, and Tune retries the trial as ``max_failures`` allows.
 
 A data-parallel rank cannot report its ending itself: the other ranks may be waiting for
@@ -25,7 +26,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from versatil.errors import ConfigError
+from versatil.errors import ConfigError, no_space_left
 from versatil.status import TrialStatus
 from versatil.sweep.plan import TrialPlan
 from versatil.sweep.storage import CheckpointMirror
@@ -127,10 +128,10 @@ def epoch_report(
 def ending_result(plan: TrialPlan, error: BaseException) -> TrialReport | None:
     """The one result that ends a trial whose fit raised ``error``; ``None``: raise it.
 
-    A problem every trial meets the same way (an endless epoch with no step budget) ends
-    it ``failed`` and stops the sweep. The trial ends on bad task params
-    (:class:`~versatil.errors.ConfigError`), a
-    setting observed not in effect, settings the device cannot run, and running out of
+    A problem every trial meets the same way (an endless epoch with no step budget, a
+    full disk: ``no space left on ...``) ends it ``failed`` and stops the sweep. The trial
+    ends on bad task params (:class:`~versatil.errors.ConfigError`), a setting observed
+    not in effect, settings the device cannot run, and running out of
     memory: a retry would meet each the same way. Anything else may pass on a retry.
 
     Args:
@@ -141,8 +142,11 @@ def ending_result(plan: TrialPlan, error: BaseException) -> TrialReport | None:
     from versatil.training.fit import InfeasibleError
     from versatil.training.in_effect import SettingsNotInEffectError
 
-    if isinstance(error, EveryTrialError):  # every other trial would meet it: stop the sweep
-        report = end_result(plan, TrialStatus.FAILED, str(error))
+    full = no_space_left(error, plan.storage_path)
+    if isinstance(error, EveryTrialError) or full is not None:
+        # Every other trial would meet it (a full disk: they write to the same storage
+        # path): the sweep stops; a retry is not spent on it, nor is its traceback kept.
+        report = end_result(plan, TrialStatus.FAILED, full or str(error))
         return with_process_facts(dataclasses.replace(report, stops_sweep=True))
     if isinstance(error, ConfigError | SettingsNotInEffectError):
         status, reason = TrialStatus.FAILED, str(error)
