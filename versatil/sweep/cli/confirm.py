@@ -100,7 +100,7 @@ def _stoppable(
             if stop is None:
                 raise
             print(
-                f"stopped by {stop.signum.name} at {stop.when}: the re-timing was cancelled "
+                f"{stop.headline}: the re-timing was cancelled "
                 "and its verdict not logged; run the same command to re-time again",
                 file=out,
                 flush=True,

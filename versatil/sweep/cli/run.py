@@ -164,7 +164,7 @@ def interrupted_line(stop: Any, args: argparse.Namespace) -> str:
         stop: The :class:`~versatil.sweep.engine.stops.SweepInterrupted` that ended it.
         args: The parsed options of the run command (``args.argv``, the command line).
     """
-    stopped = f"stopped by {stop.signum.name} at {stop.when}"
+    stopped = stop.headline
     if stop.ended is None and not stop.at_once:
         return f"{stopped} before its trials started; run the same command to start again"
     # --auto-resume continues as it is; otherwise --resume continues this run.

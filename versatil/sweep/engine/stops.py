@@ -77,6 +77,11 @@ class SweepInterrupted(KeyboardInterrupt):
         moment = datetime.datetime.fromtimestamp(self.at, datetime.UTC)
         return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
+    @property
+    def headline(self) -> str:
+        """How a stopped command's last line begins: ``stopped by SIGTERM at ...Z``."""
+        return f"stopped by {self.signum.name} at {self.when}"
+
     def saved(self) -> str:
         """What the stop left, as one clause: ``5 of 16 trials ended, 2 stopped mid-way...``."""
         if self.at_once:
