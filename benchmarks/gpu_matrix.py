@@ -28,6 +28,7 @@ not yet measured.
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import datetime
 import gc
@@ -539,8 +540,9 @@ def main(argv: list[str] | None = None) -> int:
 def measure_ceilings(axes: dict[str, list[str]], device_type: str) -> tuple[Any, dict, dict | None]:
     """Measures the device's matmul ceiling for every compute dtype of the axes, once.
 
-    Returns the cache the fits read (a new directory: every run measures afresh), the
-    ceiling as JSON, and the device's published dense peaks (``None`` when not listed).
+    Returns the cache the fits read (a new directory, removed when the process ends:
+    every run measures afresh), the ceiling as JSON, and the device's published dense
+    peaks (``None`` when not listed).
     """
     import torch
 
@@ -557,7 +559,9 @@ def measure_ceilings(axes: dict[str, list[str]], device_type: str) -> tuple[Any,
             if dtype is not None and dtype not in dtypes:
                 dtypes.append(dtype)
     device = torch.device("cuda", 0) if device_type == "cuda" else torch.device("cpu")
-    cache = CeilingCache(Path(tempfile.mkdtemp(prefix="gpu-matrix-ceilings-")))
+    where = tempfile.mkdtemp(prefix="gpu-matrix-ceilings-")
+    atexit.register(shutil.rmtree, where, ignore_errors=True)  # the fits read it to the end
+    cache = CeilingCache(Path(where))
     ceiling = cache.get(device, dtypes).as_dict()
     peak = None
     if device_type == "cuda":

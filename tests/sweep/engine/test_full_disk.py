@@ -1,18 +1,24 @@
-"""The storage path's disk fills up while a trial writes its checkpoint.
+"""The disk fills up under a sweep: under its storage path, or under its MLflow store.
 
 A real small disk (a 16 MiB tmpfs mounted for the test, so it needs root, as CI has)
-holds the storage path; the trial's module fills it after its first epoch
-(``tests/user_tasks/disk_filler.py``), so its second checkpoint meets a full disk.
+holds the storage path, or the MLflow store; the trial's module fills it after its
+first epoch (``tests/user_tasks/disk_filler.py``), so what is written there next (its
+second checkpoint, the metrics MLflow logs) meets a full disk.
 """
 
 import io
+import logging
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
 
+from tests.sweep.exactly_once import assert_exactly_once
+from versatil.cli_common import run_main
 from versatil.errors import DiskFullError
+from versatil.sweep.cli.main import main
 from versatil.sweep.engine.runner import run_sweep
 from versatil.sweep.vocab.names import SWEEP_ENDED
 from versatil.sweep.worker.restore import choose_checkpoint
@@ -79,3 +85,34 @@ def test_a_full_disk_fails_the_trial_with_that_reason_once_and_stops_the_sweep(
     assert chosen == trial_dir / "checkpoint_000000"
     # Not marked ended: the sweep stopped short of its plan.
     assert not (trial_dir.parent / SWEEP_ENDED).exists()
+
+
+def test_a_full_disk_under_the_tracking_store_the_sweep_goes_on_and_sync_backfills(
+    ray_cluster, sweep_config, small_disk, tmp_path, _mlflow_sqlite_template, caplog
+):
+    store = small_disk / "mlflow.db"
+    shutil.copyfile(_mlflow_sqlite_template, store)
+    config = sweep_config(
+        name="store-full",
+        task={
+            "name": "tests.user_tasks.disk_filler:build",
+            "params": {"ballast": str(small_disk), "fill": True},
+        },
+        objective={"metric": "val_loss", "mode": "min"},
+        space={"width": {"grid": [16]}},
+        trainer={"max_epochs": 3, "accelerator": "cpu"},
+        mlflow={"tracking_uri": f"sqlite:///{store}"},
+    )
+    with caplog.at_level(logging.WARNING):
+        outcome = run_sweep(config, stream=io.StringIO())
+    # The trial trained to its end on the storage path; MLflow's disk was full meanwhile.
+    assert [row.status for row in outcome.rows] == ["completed"]
+    assert outcome.rows[0].metrics["training_iteration"] == 3
+    assert "database or disk is full" in caplog.text
+    assert outcome.gap is not None  # its end is not in MLflow yet
+    # Space freed: sync logs what MLflow missed, each epoch once.
+    (small_disk / "ballast.bin").unlink()
+    runs = tmp_path / "runs"
+    assert run_main(main, ["sync", "store-full", "--storage-path", str(runs)]) == 0
+    counted = assert_exactly_once(outcome.experiment_dir)
+    assert (counted.trials, counted.epochs) == (1, 3)
