@@ -19,6 +19,7 @@ from typing import Literal
 
 __all__ = [
     "CONFIDENCE",
+    "POWER",
     "ROUNDING",
     "EliminationRule",
     "Estimate",
@@ -35,6 +36,9 @@ __all__ = [
 
 CONFIDENCE = 0.95
 """The confidence level of every interval versatil reports."""
+
+POWER = 0.8
+"""The chance of deciding that the seeds :func:`seeds_to_decide` names are sized for."""
 
 ROUNDING = 1e-6
 """Two objectives closer than this, relative to their size, are the same value.
@@ -202,34 +206,53 @@ def paired_difference_ci(
     return dataclasses.replace(mean_ci(diffs, confidence), cv=None)
 
 
-def _t_halfwidth(sd: float, n: int, confidence: float) -> float:
+def _power(sd: float, margin: float, n: int, confidence: float) -> float:
+    """The chance that ``n`` seeds' Student-t interval clears a bound ``margin`` away.
+
+    The interval's end nearer the bound clears it when ``margin / (s / sqrt(n))`` exceeds
+    ``t(n - 1)``; with the true distance ``margin`` and per-seed deviation ``sd``, that
+    statistic follows a noncentral t with ``n - 1`` degrees of freedom and noncentrality
+    ``margin * sqrt(n) / sd``.
+    """
     from scipy import stats
 
-    return float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+    critical = float(stats.t.ppf((1 + confidence) / 2, n - 1))
+    return float(stats.nct.sf(critical, n - 1, margin * math.sqrt(n) / sd))
 
 
 def seeds_to_decide(
-    sd: float, margin: float, confidence: float = CONFIDENCE, limit: int = 10_000
+    sd: float,
+    margin: float,
+    confidence: float = CONFIDENCE,
+    power: float = POWER,
+    limit: int = 10_000,
 ) -> int | None:
-    """How many seeds a Student-t interval needs to be narrower than ``margin`` on each side.
+    """How many seeds decide a call with probability ``power`` (80%): a power calculation.
 
-    The usual sample size: the least ``n >= 2`` with ``t(n - 1) * sd / sqrt(n) < margin``,
-    for per-seed standard deviation ``sd`` and ``margin`` the distance from the estimate
-    to the bound the interval must clear. ``None`` when no ``n`` up to ``limit`` does (a
-    ``margin`` of 0 or less, or a spread too large for it).
+    The least ``n >= 2`` at which a Student-t interval at ``confidence`` clears a bound
+    ``margin`` away with probability at least ``power``, when the change truly lies
+    ``margin`` from the bound and the per-seed standard deviation truly is ``sd`` (both
+    as observed: the estimate is a plan, not a promise). An interval merely narrower than
+    ``margin`` at ``n`` seeds, the usual precision rule, decides only about half the time.
+    ``None`` when no ``n`` up to ``limit`` does (a ``margin`` of 0 or less, or a spread
+    too large for it).
     """
     if margin <= 0 or not math.isfinite(sd) or not math.isfinite(margin):
         return None
     if sd <= 0:
         return 2
-    if _t_halfwidth(sd, limit, confidence) >= margin:
+
+    def decides(n: int) -> bool:
+        return _power(sd, margin, n, confidence) >= power
+
+    if not decides(limit):
         return None
-    low, high = 1, 2  # the half-width narrows as n grows: find it by doubling, then halving
-    while _t_halfwidth(sd, high, confidence) >= margin:
+    low, high = 1, 2  # the power grows with n: find it by doubling, then halving
+    while not decides(high):
         low, high = high, min(2 * high, limit)
     while high - low > 1:
         mid = (low + high) // 2
-        if _t_halfwidth(sd, mid, confidence) < margin:
+        if decides(mid):
             high = mid
         else:
             low = mid

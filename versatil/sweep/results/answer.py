@@ -56,8 +56,9 @@ class SettingResult:
             one seed its point estimate), ``undecided`` (the interval straddles the
             tolerance) or ``worse``; empty when not judged, then read from ``no_worse``.
         paired: Whether ``change`` is a paired interval over per-seed differences.
-        seeds_to_decide: For an ``undecided`` objective, about how many seeds would
-            decide it (from the per-seed spread); ``None`` otherwise or when none would.
+        seeds_to_decide: For an ``undecided`` objective, how many seeds would decide it
+            with 80% power (from the per-seed spread); ``None`` otherwise or when none
+            would.
         hardware: The median over its trials of ``flops_per_sample``, ``tflops``,
             ``ceiling_fraction``, ``mfu`` and ``joules_per_sample``, where reported.
         compile: A compiled setting's compile time, graphs, graph breaks, recompiles and

@@ -11,7 +11,7 @@ Welch's unpaired interval over the two sets of seeds, and it says so.
 "No worse" is a non-inferiority claim at ``tolerance`` (relative): with an interval over
 two seeds or more, a setting is ``no worse`` only when the worse end of its change's
 interval lies within the tolerance, ``worse`` when even the better end lies beyond it, and
-``undecided`` when the interval straddles it (with about how many seeds would decide it).
+``undecided`` when the interval straddles it (with how many seeds would decide it, 80% power).
 With one seed, the point estimate against the tolerance is the rule.
 """
 
@@ -128,9 +128,10 @@ def objective_call(found: ObjectiveChange, mode: str, tolerance: float) -> tuple
     With a bounded interval (two seeds or more), ``no worse`` when its worse end lies
     within the tolerance, ``worse`` when its better end lies beyond it, else
     ``undecided``; with one seed, the point estimate against the tolerance. The seeds that
-    would decide an undecided call: the least ``n`` whose Student-t half-width, at the
-    observed per-seed spread, is narrower than the distance from the estimate to the
-    tolerance (more than the seeds already run).
+    would decide an undecided call: the least ``n`` whose Student-t interval, at the
+    observed per-seed spread, clears the tolerance with 80% power when the change truly
+    lies where it was estimated (:func:`~versatil.stats.seeds_to_decide`; more than the
+    seeds already run).
     """
     change = found.change
     if change is None:

@@ -26,7 +26,7 @@ The rules, in order:
   interval, said ``unpaired``. "No worse" is a non-inferiority claim
   (:mod:`~versatil.sweep.results.noninferiority`): with replicates, **no worse** only when
   the worse end of the change's interval lies within ``tolerance``, **worse** when its
-  better end lies beyond it, else **undecided** (with about how many seeds would decide
+  better end lies beyond it, else **undecided** (with how many seeds would decide
   it), never no worse; with one seed, the point estimate against the tolerance. Objectives
   equal but for float rounding are equal.
 - **Recommendation.** The faster and no worse settings contend; the fastest wins, and

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from versatil.stats import Estimate
+from versatil.stats import POWER, Estimate
 from versatil.sweep.results.answer import SettingResult, Verdict
 from versatil.sweep.results.compile_cost import compile_cell, compile_note, compile_notes
 from versatil.sweep.results.noninferiority import NO_WORSE, UNDECIDED, WORSE
@@ -58,10 +58,11 @@ def _listed(result: SettingResult) -> str:
 
 
 def call_text(result: SettingResult) -> str:
-    """``no worse``, ``worse``, or ``undecided (about 6 seeds would decide it)``."""
+    """``no worse``, ``worse``, or ``undecided (7 seeds would decide it with 80% power)``."""
     if result.call != UNDECIDED or result.seeds_to_decide is None:
         return result.call
-    return f"{UNDECIDED} (about {result.seeds_to_decide} seeds would decide it)"
+    n, power = result.seeds_to_decide, f"{POWER:.0%}"
+    return f"{UNDECIDED} ({n} seeds would decide it with {power} power)"
 
 
 def _objective_text(result: SettingResult, metric: str) -> str:
