@@ -55,3 +55,33 @@ def test_the_default_target_is_the_reference_objective_and_each_setting_reports_
     # An explicit target wins over the reference's.
     timed, target = apply_target(rows, records, 0.2, "val_loss", "min", 0.0, explicit=0.4)
     assert target == 0.4 and [r.metrics["time_to_target_s"] for r in timed] == [1.0, 0.5]
+
+
+def test_with_seeds_the_time_is_their_median_only_when_at_least_half_reached_it():
+    from tests.sweep.results.test_noninferiority import seeds
+
+    rows = [
+        *seeds("a", "32", [0.2, 0.2, 0.2], 100.0),
+        *seeds("b", "bf16-mixed", [0.2, 0.2, 0.2], 190.0),
+        *seeds("c", "bf16-true", [0.2, 0.2, 0.2], 200.0),
+    ]
+    reached = {"a0": 3.0, "a1": 2.0, "a2": 4.0, "b0": 1.0, "b1": 9.0, "c0": 0.5}
+    for r in rows:
+        if r.trial_id in reached:
+            r.metrics["time_to_target_s"] = reached[r.trial_id]
+    verdict = make_verdict(rows, "val_loss", "min", target=0.2)
+    by = {s.label: s for s in verdict.settings}
+    assert (by["32 + eager"].time_to_target, by["32 + eager"].reached_target) == (3.0, 3)
+    # 2 of 3 seeds reached it: the median of those two.
+    assert (by["bf16-mixed + eager"].time_to_target, by["bf16-mixed + eager"].reached_target) == (
+        5.0,
+        2,
+    )
+    # 1 of 3: not its 0.5 s, which would make the setting that mostly never gets there
+    # look fastest.
+    assert by["bf16-true + eager"].time_to_target is None
+    assert by["bf16-true + eager"].as_dict()["reached_target"] == 1
+    assert by["bf16-true + eager"].as_dict()["seeds"] == 3
+    table = verdict_table(verdict)
+    assert "3 (3/3 seeds)" in table and "5 (2/3 seeds)" in table
+    assert "never (1/3 seeds)" in table

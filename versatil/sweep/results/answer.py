@@ -50,8 +50,9 @@ class SettingResult:
         rounds: The paired rounds its speedup was re-timed in; 0 when it comes from the
             sweep's own trials.
         time_to_target: The median ``time_to_target_s`` of its best configuration's trials
-            that reached the target; ``None`` when none did (or no target was set).
-        reached_target: How many of those trials reached it.
+            that reached the target, when at least half of them did (``seeds`` of them);
+            ``None`` (never) otherwise, or when no target was set.
+        reached_target: How many of those trials reached it, of ``seeds``.
         objective_call: ``no worse`` (the change's worse end within the tolerance, or with
             one seed its point estimate), ``undecided`` (the interval straddles the
             tolerance) or ``worse``; empty when not judged, then read from ``no_worse``.

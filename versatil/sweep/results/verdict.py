@@ -370,8 +370,13 @@ def _recommend(
 
 
 def _median_time(rows: Sequence[TrialRow]) -> float | None:
+    """The median time to target of the seeds that reached it, if at least half did.
+
+    A median over the few seeds that reached the target, the others left out, would
+    flatter a setting that mostly never gets there: it is ``never`` then.
+    """
     times = [v for v in (value_of(r, TIME_TO_TARGET) for r in rows) if v is not None]
-    return statistics.median(times) if times else None
+    return statistics.median(times) if times and 2 * len(times) >= len(rows) else None
 
 
 def _short(value: Any) -> str:

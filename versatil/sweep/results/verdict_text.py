@@ -57,6 +57,14 @@ def _listed(result: SettingResult) -> str:
     return f"{result.label}, {speedup.value:.2f}x, {ci_text(speedup, result.rounds)}"
 
 
+def _time_to_target_cell(result: SettingResult) -> str:
+    """``2.5`` (seconds), ``never``; with seeds, how many reached it: ``2.5 (2/3 seeds)``."""
+    cell = "never" if result.time_to_target is None else f"{result.time_to_target:.3g}"
+    if result.seeds > 1:
+        cell += f" ({result.reached_target}/{result.seeds} seeds)"
+    return cell
+
+
 def call_text(result: SettingResult) -> str:
     """``no worse``, ``worse``, or ``undecided (7 seeds would decide it with 80% power)``."""
     if result.call != UNDECIDED or result.seeds_to_decide is None:
@@ -274,7 +282,7 @@ def verdict_table(verdict: Verdict) -> str:
             ]
         )
         if verdict.target is not None:
-            table[-1].append("never" if s.time_to_target is None else f"{s.time_to_target:.3g}")
+            table[-1].append(_time_to_target_cell(s))
     text = format_table(headers, table)
     if any(s.speed_call == "shared" for s in verdict.settings):
         text += f"\n{SHARED_NOTE}"
