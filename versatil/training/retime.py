@@ -3,9 +3,11 @@
 Each contender is a trial's checkpoint directory. All are built once in this process (the
 settings applied, the weights loaded, compiled where the settings say), then trained in
 rounds: in every round each contender trains the same number of steps on the same batches
-(the data order is seeded by the round), one after the other on this one device, in an
-order that alternates between rounds (A B C, then C B A) so that a drift of the machine's
-speed weighs on all alike. A round's throughput is its steady-state samples per second:
+(the data order is seeded by the round), one after the other on this one device, in a
+random order drawn anew each round from the seed (:func:`round_order`, recorded), so that
+neither a drift of the machine's speed nor a carry-over from one contender to the next
+favours any of them: a fixed alternation (A B C, then C B A) runs the reference twice
+back to back at every other boundary. A round's throughput is its steady-state samples per second:
 the batches after a few warm-up steps, CUDA synchronised after each. Round 0 warms up
 (compiles, calibrates the steps) and is not counted.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import time
 import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -41,7 +44,7 @@ from versatil.training.spec import DeviceInfo
 from versatil.training.tasks import build_task
 from versatil.training.trainer_options import step_options
 
-__all__ = ["AfterRound", "Retimed", "retime", "screen"]
+__all__ = ["AfterRound", "Retimed", "retime", "round_order", "screen"]
 
 AfterRound = Callable[[Mapping[str, Sequence[float]]], tuple[Collection[str], bool]]
 """Called after each counted round with every contender's rates so far: the contenders
@@ -240,6 +243,17 @@ def screen(
     return _rounds(built, rounds, round_s, warmup_steps, max_steps, seed, after_round, start)
 
 
+def round_order(contenders: Sequence[Any], seed: int, index: int) -> list[Any]:
+    """The order the contenders train in at counted round ``index``: a random permutation.
+
+    Drawn from ``seed`` and ``index`` alone, so a run with the same seed trains in the same
+    orders, and each round's is independent of the others'.
+    """
+    order = list(contenders)
+    random.Random(f"versatil.round_order:{seed}:{index}").shuffle(order)
+    return order
+
+
 def _rounds(
     built: list[_Contender],
     rounds: int,
@@ -265,7 +279,7 @@ def _rounds(
     orders, dropped = [], {}
     racing = list(built)
     for index in range(rounds):
-        order = racing if index % 2 == 0 else racing[::-1]
+        order = round_order(racing, seed, index)
         orders.append([c.label for c in order])
         for contender in order:
             timer = _fit(contender, steps, warmup_steps, seed + 1 + index)

@@ -48,7 +48,7 @@ def test_fp64_is_found_slower_in_paired_rounds_and_the_rounds_are_logged(
     )
     assert {r.status for r in outcome.rows} == {"completed"}
 
-    # The parent holds the rounds: both candidates, 4 counted rounds each, ABBA order.
+    # The parent holds the rounds: both candidates, 4 counted rounds each.
     client = MlflowClient(mlflow_server)
     parent = outcome.tracking.parent_run_id
     document = json.loads(
@@ -56,7 +56,9 @@ def test_fp64_is_found_slower_in_paired_rounds_and_the_rounds_are_logged(
     )
     assert [c["label"] for c in document["contenders"]] == ["32 + eager", "64 + eager"]
     (rounds,) = document["groups"]  # one group: both fit in confirm.max_candidates
-    assert rounds["orders"] == [["32 + eager", "64 + eager"], ["64 + eager", "32 + eager"]] * 2
+    # Each counted round in its own seeded random order, recorded.
+    assert len(rounds["orders"]) == 4
+    assert all(sorted(o) == ["32 + eager", "64 + eager"] for o in rounds["orders"])
     assert all(len(v) == 4 and min(v) > 0 for v in rounds["samples_per_sec"].values())
     assert rounds["steps"] >= 3 and rounds["torch_threads"] == 1  # resources.cpu: 1
     history = client.get_metric_history(parent, "confirm/64_eager/samples_per_sec")
