@@ -104,3 +104,17 @@ def test_paired_rounds_decide_the_speed_and_say_so():
     assert children["b"]["confirm/samples_per_sec"] == rates["bf16-mixed + eager"]
     assert children["b"]["confirm/speedup_ci_low"] == [fast.low]
     assert "confirm/speedup" not in children["a"]  # the reference is the unit
+
+
+def test_a_speedup_over_few_rounds_states_the_coverage_its_interval_has():
+    from versatil.stats import ratio_ci
+    from versatil.sweep.results.verdict_text import ci_text
+
+    rates = [1.9, 2.0, 1.8, 2.1, 1.95, 2.05]
+    # A median over n rounds: the range covers 1 - 2 / 2**n (87.5% at 4, 93.75% at 5).
+    four = ratio_ci(rates[:4], [1.0] * 4)
+    assert four.coverage == 0.875
+    assert ci_text(four, rounds=4) == "87.5% CI 1.80-2.10x, 4 paired rounds"
+    assert ci_text(ratio_ci(rates[:5], [1.0] * 5), rounds=5).startswith("93.8% CI ")
+    # From 6 rounds on, the interval covers at least 95%.
+    assert ci_text(ratio_ci(rates, [1.0] * 6), rounds=6).startswith("95% CI ")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from versatil.stats import POWER, Estimate
+from versatil.stats import CONFIDENCE, POWER, Estimate
 from versatil.sweep.results.answer import SettingResult, Verdict
 from versatil.sweep.results.compile_cost import compile_cell, compile_note, compile_notes
 from versatil.sweep.results.noninferiority import NO_WORSE, UNDECIDED, WORSE
@@ -30,12 +30,23 @@ def _magnitude(change: float) -> str:
 
 
 def ci_text(speedup: Estimate, rounds: int = 0) -> str:
-    """``95% CI 1.80-2.00x, 6 paired rounds`` (or ``4 pairs`` of trials); ``no interval``."""
+    """``95% CI 1.80-2.00x, 6 paired rounds`` (or ``4 pairs`` of trials); ``no interval``.
+
+    The level is the interval's real one where it falls short of 95%: a median over 4
+    paired rounds covers 87.5% (``87.5% CI ...``; see :func:`~versatil.stats.median_ci`).
+    """
     if not speedup.bounded:
         return "no interval"
     unit = f"{rounds} paired rounds" if rounds else f"{speedup.n} pairs"
     n = f", {unit}" if rounds or speedup.n > 1 else ""
-    return f"95% CI {speedup.low:.2f}-{speedup.high:.2f}x{n}"
+    return f"{_level_text(speedup)} CI {speedup.low:.2f}-{speedup.high:.2f}x{n}"
+
+
+def _level_text(estimate: Estimate) -> str:
+    """``95%``, or the interval's coverage where it is lower: ``87.5%``, ``93.8%``."""
+    if estimate.coverage >= CONFIDENCE:
+        return f"{CONFIDENCE:.0%}"
+    return f"{estimate.coverage:.1%}".replace(".0%", "%")
 
 
 def ratio_text(result: SettingResult, against: str = "") -> str:
