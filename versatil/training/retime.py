@@ -7,9 +7,9 @@ rounds: in every round each contender trains the same number of steps on the sam
 random order drawn anew each round from the seed (:func:`round_order`, recorded), so that
 neither a drift of the machine's speed nor a carry-over from one contender to the next
 favours any of them: a fixed alternation (A B C, then C B A) runs the reference twice
-back to back at every other boundary. A round's throughput is its steady-state samples per second:
-the batches after a few warm-up steps, CUDA synchronised after each. Round 0 warms up
-(compiles, calibrates the steps) and is not counted.
+back to back at every other boundary. A round's throughput is its steady-state samples
+per second: the batches after a few warm-up steps, CUDA synchronised after each. Round 0
+warms up (compiles, calibrates the steps) and is not counted.
 
 Two contenders' speed ratio is then measured once per round, each round's shared noise
 cancelled; :func:`versatil.stats.ratio_ci` turns the rounds into a median with its interval.

@@ -43,18 +43,27 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "--lazy", str(disk)], check=True)
 
 
+def filling_sweep(sweep_config, disk, **fields):
+    """A sweep of 3-epoch trials whose module fills ``disk`` after its first epoch."""
+    return sweep_config(
+        task={
+            "name": "tests.user_tasks.disk_filler:build",
+            "params": {"ballast": str(disk), "fill": True},
+        },
+        objective={"metric": "val_loss", "mode": "min"},
+        trainer={"max_epochs": 3, "accelerator": "cpu"},
+        **fields,
+    )
+
+
 def test_a_full_disk_fails_the_trial_with_that_reason_once_and_stops_the_sweep(
     ray_cluster, sweep_config, small_disk, tmp_path
 ):
-    config = sweep_config(
+    config = filling_sweep(
+        sweep_config,
+        small_disk,
         name="full",
-        task={
-            "name": "tests.user_tasks.disk_filler:build",
-            "params": {"ballast": str(small_disk), "fill": True},
-        },
-        objective={"metric": "val_loss", "mode": "min"},
         space={"width": {"grid": [16, 32]}},
-        trainer={"max_epochs": 3, "accelerator": "cpu"},
         max_concurrent_trials=1,
         max_failures=2,
         storage_path=str(small_disk / "runs"),
@@ -92,15 +101,11 @@ def test_a_full_disk_under_the_tracking_store_the_sweep_goes_on_and_sync_backfil
 ):
     store = small_disk / "mlflow.db"
     shutil.copyfile(_mlflow_sqlite_template, store)
-    config = sweep_config(
+    config = filling_sweep(
+        sweep_config,
+        small_disk,
         name="store-full",
-        task={
-            "name": "tests.user_tasks.disk_filler:build",
-            "params": {"ballast": str(small_disk), "fill": True},
-        },
-        objective={"metric": "val_loss", "mode": "min"},
         space={"width": {"grid": [16]}},
-        trainer={"max_epochs": 3, "accelerator": "cpu"},
         mlflow={"tracking_uri": f"sqlite:///{store}"},
     )
     with caplog.at_level(logging.WARNING):
